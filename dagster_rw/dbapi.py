@@ -1,0 +1,396 @@
+"""The DB-API (PEP 249) face of dagster-rw: connect(), Connection and Cursor."""
+from __future__ import annotations
+
+import pyarrow as pa
+import sqlglot
+from sqlglot import exp
+
+from . import types as sqltypes
+from .engine.duck import DuckEngine, quote
+from .errors import InterfaceError, ProgrammingError
+from .runtime.warehouse import ROW_ID, Warehouse
+from .sql import explain as explainer
+from .sql import statements as st
+from .storage.catalog import MATERIALIZED_VIEW, TABLE
+from .storage.object_store import open_store
+
+apilevel = "2.0"
+threadsafety = 1
+paramstyle = "qmark"
+
+_IGNORED_SETTINGS = {
+    "streaming_parallelism", "streaming_join_encoding", "sink_decouple", "enable_two_phase_agg",
+    "rw_force_two_phase_agg", "rw_force_split_distinct_agg", "timezone", "search_path",
+    "streaming_use_arrangement_backfill", "background_ddl", "query_mode", "rw_streaming_enable_bushy_join",
+    "streaming_enable_delta_join", "rw_enable_share_plan", "create_compaction_group_for_mv",
+}
+
+
+def connect(warehouse: str | None = None, spark=None, **options) -> "Connection":
+    """Open a warehouse: a local folder (default `./.dagster_rw`), `file://...` or `s3://bucket/prefix`.
+
+    `spark` is None (an embedded local session, started when first needed), a SparkSession, or a
+    Spark Connect URL `sc://host:port`. Options: `s3_endpoint_url`, `engine` ('auto', 'duckdb' or
+    'spark'), `compact_max_files`, `gc_grace_seconds`.
+    """
+    store = open_store(warehouse, options.pop("s3_endpoint_url", None))
+    return Connection(store, spark, options)
+
+
+class Connection:
+    def __init__(self, store, spark, options):
+        self.engine = DuckEngine()
+        self.wh = Warehouse(store, self.engine, **options)
+        self.spark = spark
+        self.options = options
+        self.implicit_flush = False
+        self.closed = False
+
+    # -- PEP 249 -------------------------------------------------------------------------------
+    def cursor(self) -> "Cursor":
+        self._check()
+        return Cursor(self)
+
+    def execute(self, sql: str, parameters=None) -> "Cursor":
+        cur = self.cursor()
+        cur.execute(sql, parameters)
+        return cur
+
+    def executescript(self, script: str) -> "Cursor":
+        cur = self.cursor()
+        for statement in st.split(script):
+            cur.execute(statement)
+        return cur
+
+    def commit(self) -> None:
+        """DML is durable when execute() returns; commit() is there for DB-API callers."""
+
+    def rollback(self) -> None:
+        raise ProgrammingError("dagster-rw has no transactions to roll back: DML is accepted when executed")
+
+    def close(self) -> None:
+        self.closed = True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _check(self):
+        if self.closed:
+            raise InterfaceError("the connection is closed")
+
+    # -- streaming API -------------------------------------------------------------------------
+    def insert(self, table: str, data) -> int:
+        """Bulk-load a pyarrow Table, a pandas DataFrame or a Spark DataFrame (same semantics as INSERT)."""
+        self._check()
+        self.wh.sync()
+        if not isinstance(data, pa.Table):
+            if hasattr(data, "toArrow"):
+                data = data.toArrow()
+            else:
+                data = pa.Table.from_pandas(data, preserve_index=False)
+        rows = self._conform(table, data, list(data.column_names))
+        n = self.wh.stage(table, rows)
+        if self.implicit_flush:
+            self.flush()
+        return n
+
+    def barrier(self) -> int:
+        self._check()
+        return self.wh.barrier()
+
+    def refresh(self, name: str) -> int:
+        self._check()
+        self.wh.sync()
+        return self.wh.refresh(name)
+
+    def flush(self) -> int:
+        self._check()
+        self.wh.sync()
+        epoch = self.wh.barrier()
+        self.wh.refresh_all()
+        return epoch
+
+    def status(self) -> list[dict]:
+        self._check()
+        self.wh.sync()
+        return self.wh.status()
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _conform(self, table: str, data: pa.Table, columns: list[str]) -> pa.Table:
+        """Cast incoming rows to the table's column types; missing columns become NULL."""
+        obj = self.wh.get(table)
+        if obj.kind != TABLE:
+            raise ProgrammingError(f'cannot insert into {table!r}: it is a materialized view')
+        visible = [c for c in obj.columns if not c.hidden]
+        names = {c.name for c in visible}
+        for c in columns:
+            if c not in names:
+                raise ProgrammingError(f'column "{c}" of relation "{table}" does not exist')
+        select = []
+        for i, c in enumerate(visible):
+            if c.name in columns:
+                src = f"d.{quote(data.column_names[columns.index(c.name)])}"
+            else:
+                src = "NULL"
+            select.append(f"CAST({src} AS {sqltypes.duckdb_type(c.type)}) AS {quote(c.name)}")
+        try:
+            return self.engine.sql(f"SELECT {', '.join(select)} FROM d", d=data)
+        except Exception as e:  # a value that does not fit its column
+            from .errors import DataError
+
+            raise DataError(f"cannot insert into {table!r}: {str(e).splitlines()[0]}") from None
+
+    def snapshot_relations(self, query: exp.Expression) -> dict:
+        """The referenced objects' committed rows (visible columns), by name, for a batch query."""
+        ctes = {c.alias_or_name for w in query.find_all(exp.With) for c in w.expressions}
+        rels = {}
+        for t in query.find_all(exp.Table):
+            name = t.name
+            if name in ctes or name in rels or not name:
+                continue
+            obj = self.wh.catalog().get(name)
+            if obj is None:
+                raise ProgrammingError(f'relation "{name}" does not exist')
+            cols = ", ".join(quote(c.name) for c in obj.visible_columns)
+            rels[name] = self.engine.sql(f"SELECT {cols} FROM s", s=self.wh.snapshot(name))
+        return rels
+
+    def run_query(self, query: exp.Expression):
+        rels = self.snapshot_relations(query)
+        sql = query.sql(dialect="duckdb")
+        try:
+            return self.engine.execute(sql, **rels)
+        except Exception as e:
+            raise ProgrammingError(str(e).splitlines()[0]) from None
+
+
+class Cursor:
+    arraysize = 1
+
+    def __init__(self, conn: Connection):
+        self.conn = conn
+        self.description = None
+        self.rowcount = -1
+        self._rows: list[tuple] = []
+        self._pos = 0
+
+    def close(self):
+        self._rows = []
+
+    def __iter__(self):
+        while True:
+            row = self.fetchone()
+            if row is None:
+                return
+            yield row
+
+    def fetchone(self):
+        if self._pos >= len(self._rows):
+            return None
+        row = self._rows[self._pos]
+        self._pos += 1
+        return row
+
+    def fetchmany(self, size=None):
+        size = size or self.arraysize
+        out = self._rows[self._pos:self._pos + size]
+        self._pos += len(out)
+        return out
+
+    def fetchall(self):
+        out = self._rows[self._pos:]
+        self._pos = len(self._rows)
+        return out
+
+    def _result(self, description, rows):
+        self.description = description
+        self._rows = [tuple(r) for r in rows]
+        self._pos = 0
+        self.rowcount = len(self._rows)
+
+    def _columns(self, names: list[str], rows):
+        self._result([(n, "VARCHAR", None, None, None, None, None) for n in names], rows)
+
+    def execute(self, sql: str, parameters=None):
+        self.conn._check()
+        if parameters:
+            sql = _bind_parameters(sql, parameters)
+        statement = st.parse(sql)
+        conn = self.conn
+        wh = conn.wh
+        wh.sync()
+        self.description, self._rows, self._pos, self.rowcount = None, [], 0, -1
+        handler = getattr(self, "_do_" + type(statement).__name__.lower())
+        handler(statement)
+        return self
+
+    def executemany(self, sql: str, seq):
+        for params in seq:
+            self.execute(sql, params)
+
+    # -- statements ----------------------------------------------------------------------------
+    def _do_createtable(self, s: st.CreateTable):
+        self.conn.wh.create_table(s.name, s.columns, s.pk, s.sql, s.append_only, s.if_not_exists)
+
+    def _do_createview(self, s: st.CreateView):
+        self.conn.wh.create_view(s.name, s.sql, s.query, s.if_not_exists)
+
+    def _do_drop(self, s: st.Drop):
+        self.conn.wh.drop(s.name, TABLE if s.kind == "table" else MATERIALIZED_VIEW, s.if_exists)
+
+    def _do_flush(self, s: st.Flush):
+        self.conn.flush()
+
+    def _do_setvar(self, s: st.SetVar):
+        if s.name in ("rw_implicit_flush", "implicit_flush"):
+            self.conn.implicit_flush = s.value in ("true", "on", "1", "t")
+        elif s.name not in _IGNORED_SETTINGS:
+            raise ProgrammingError(f'unrecognized configuration parameter "{s.name}"')
+
+    def _do_show(self, s: st.Show):
+        wh = self.conn.wh
+        kinds = {"TABLES": TABLE, "MATERIALIZED VIEWS": MATERIALIZED_VIEW}
+        if s.what not in kinds:
+            raise ProgrammingError(f"SHOW {s.what} is not supported (SHOW TABLES, SHOW MATERIALIZED VIEWS)")
+        names = sorted(o.name for o in wh.catalog().objects.values() if o.kind == kinds[s.what])
+        self._columns(["Name"], [(n,) for n in names])
+
+    def _do_describe(self, s: st.Describe):
+        obj = self.conn.wh.get(s.name)
+        rows = [(c.name, sqltypes.display_name(c.type), c.hidden) for c in obj.columns]
+        key = obj.pk or [k for k in obj.stream_key if k != ROW_ID]
+        if key:
+            rows.append(("primary key", ", ".join(key), None))
+        self._columns(["Name", "Type", "Is Hidden"], rows)
+
+    def _do_explain(self, s: st.Explain):
+        inner = s.inner
+        if not isinstance(inner, st.CreateView):
+            raise ProgrammingError("EXPLAIN supports CREATE MATERIALIZED VIEW")
+        from .sql.planner import Planner
+
+        planner = Planner(self.conn.wh.catalog().get, inner.sql, inner.name, self.conn.engine)
+        plan = planner.plan(inner.query)
+        lines = explainer.explain(plan)
+        self._columns(["QUERY PLAN"], [(line,) for line in lines])
+
+    def _do_query(self, s: st.Query):
+        description, rows = self.conn.run_query(s.query)
+        self._result([(d[0], d[1], None, None, None, None, None) for d in description], rows)
+
+    def _do_insert(self, s: st.Insert):
+        conn = self.conn
+        obj = conn.wh.get(s.table)
+        if obj.kind != TABLE:
+            raise ProgrammingError(f'cannot insert into {s.table!r}: it is a materialized view')
+        visible = [c.name for c in obj.visible_columns]
+        columns = s.columns or visible
+        source = s.source
+        if isinstance(source, exp.Values):
+            source = exp.select("*").from_(source.copy().as_("v"))
+        rels = conn.snapshot_relations(source)
+        data = conn.engine.sql(source.sql(dialect="duckdb"), **rels)
+        if data.num_columns != len(columns):
+            raise ProgrammingError(
+                f"INSERT has {'more' if data.num_columns > len(columns) else 'fewer'} expressions than target columns")
+        data = data.rename_columns([f"_in{i}" for i in range(data.num_columns)])
+        rows = conn._conform(s.table, data.rename_columns(columns), columns)
+        self.rowcount = conn.wh.stage(s.table, rows)
+        self._after_dml()
+
+    def _do_update(self, s: st.Update):
+        conn = self.conn
+        obj = self._modifiable(s.table, "UPDATE")
+        visible = [c.name for c in obj.visible_columns]
+        assigned = {}
+        for name, value in s.assignments:
+            if name not in visible:
+                raise ProgrammingError(f'column "{name}" of relation "{s.table}" does not exist')
+            assigned[name] = value
+        current = conn.wh.pending_rows(s.table)
+        cond = f" WHERE {s.where.sql(dialect='duckdb')}" if s.where is not None else ""
+        new_cols = []
+        for c in obj.columns:
+            if c.name in assigned:
+                new_cols.append(f"CAST({assigned[c.name].sql(dialect='duckdb')} AS {sqltypes.duckdb_type(c.type)}) "
+                                f"AS {quote(c.name)}")
+            else:
+                new_cols.append(quote(c.name))
+        old_keys = [f"{quote(k)} AS {quote('_old_' + k)}" for k in obj.stream_key]
+        try:
+            changed = conn.engine.sql(f"SELECT {', '.join(new_cols + old_keys)} FROM {quote(s.table)}{cond}",
+                                      **{s.table: current})
+        except Exception as e:
+            raise ProgrammingError(f"UPDATE {s.table}: {str(e).splitlines()[0]}") from None
+        self.rowcount = changed.num_rows
+        if not changed.num_rows:
+            self._after_dml()
+            return
+        cols = ", ".join(quote(c.name) for c in obj.columns)
+        moved = " OR ".join(f"{quote(k)} IS DISTINCT FROM {quote('_old_' + k)}" for k in obj.stream_key)
+        old_as = ", ".join(
+            (f"{quote('_old_' + c.name)} AS {quote(c.name)}" if c.name in obj.stream_key else quote(c.name))
+            for c in obj.columns)
+        # a row whose key changed is deleted under its old key, then inserted under the new one
+        deletes = conn.engine.sql(f"SELECT {old_as} FROM c WHERE {moved}", c=changed)
+        upserts = conn.engine.sql(f"SELECT {cols} FROM c", c=changed)
+        rows = pa.concat_tables([deletes, upserts])
+        if obj.pk:
+            nulls = [k for k in obj.pk if upserts.column(k).null_count]
+            if nulls:
+                from .errors import IntegrityError
+
+                raise IntegrityError(f'null value in column "{nulls[0]}" of {s.table!r} violates its primary key')
+        conn.wh.stage(s.table, rows, [-1] * deletes.num_rows + [1] * upserts.num_rows)
+        self._after_dml()
+
+    def _do_delete(self, s: st.Delete):
+        conn = self.conn
+        obj = self._modifiable(s.table, "DELETE")
+        current = conn.wh.pending_rows(s.table)
+        cond = f" WHERE {s.where.sql(dialect='duckdb')}" if s.where is not None else ""
+        try:
+            gone = conn.engine.sql(f"SELECT * FROM {quote(s.table)}{cond}", **{s.table: current})
+        except Exception as e:
+            raise ProgrammingError(f"DELETE FROM {s.table}: {str(e).splitlines()[0]}") from None
+        self.rowcount = gone.num_rows
+        if gone.num_rows:
+            conn.wh.stage(s.table, gone.select([c.name for c in obj.columns]), [-1] * gone.num_rows)
+        self._after_dml()
+
+    def _modifiable(self, table: str, verb: str):
+        obj = self.conn.wh.get(table)
+        if obj.kind != TABLE:
+            raise ProgrammingError(f'cannot {verb} {table!r}: it is a materialized view')
+        if obj.append_only:
+            raise ProgrammingError(f"cannot {verb} {table!r}: it is an APPEND ONLY table, which accepts only INSERT")
+        return obj
+
+    def _after_dml(self):
+        if self.conn.implicit_flush:
+            self.conn.flush()
+
+
+def _bind_parameters(sql: str, parameters) -> str:
+    """Substitute qmark parameters as SQL literals (sqlglot builds the literals, never string pasting)."""
+    tree_sql = []
+    params = list(parameters)
+    tokens = st._DIALECT.tokenize(sql)
+    last = 0
+    for t in tokens:
+        if t.text == "?":
+            if not params:
+                raise ProgrammingError("not enough parameters for the statement")
+            tree_sql.append(sql[last:t.start])
+            tree_sql.append(exp.convert(params.pop(0)).sql(dialect=st.DIALECT))
+            last = t.end + 1
+    tree_sql.append(sql[last:])
+    if params:
+        raise ProgrammingError("too many parameters for the statement")
+    return "".join(tree_sql)
+
+
+__all__ = ["connect", "Connection", "Cursor", "sqlglot"]

@@ -1,0 +1,134 @@
+"""The in-process engine: DuckDB over Arrow tables and local Parquet files."""
+from __future__ import annotations
+
+import itertools
+import threading
+
+import duckdb
+import pyarrow as pa
+
+from ..errors import ProgrammingError
+from .base import Engine, ParquetScan
+
+_counter = itertools.count()
+
+
+def quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _sql_list(paths) -> str:
+    return "[" + ", ".join("'" + p.replace("'", "''") + "'" for p in paths) + "]"
+
+
+class DuckEngine(Engine):
+    name = "duckdb"
+
+    def __init__(self, threads: int | None = None):
+        self.con = duckdb.connect()
+        if threads:
+            self.con.execute(f"SET threads TO {int(threads)}")
+        self.con.execute("SET preserve_insertion_order = false")
+        self.lock = threading.RLock()
+
+    def _bind(self, name: str, rel, cleanup: list):
+        if isinstance(rel, pa.Table):
+            self.con.register(name, rel)
+            cleanup.append(("arrow", name))
+        elif isinstance(rel, ParquetScan):
+            self.con.execute(f"CREATE OR REPLACE TEMP VIEW {quote(name)} AS {scan_sql(rel)}")
+            cleanup.append(("view", name))
+        else:
+            raise TypeError(f"not a relation: {type(rel)}")
+
+    def sql(self, query: str, **relations) -> pa.Table:
+        with self.lock:
+            cleanup: list = []
+            try:
+                for name, rel in relations.items():
+                    self._bind(name, rel, cleanup)
+                return self.con.sql(query).to_arrow_table()
+            finally:
+                for kind, name in cleanup:
+                    if kind == "arrow":
+                        self.con.unregister(name)
+                    else:
+                        self.con.execute(f"DROP VIEW IF EXISTS {quote(name)}")
+
+    def execute(self, query: str, **relations):
+        """Run a statement and return DuckDB's Python rows (used for batch SELECT)."""
+        with self.lock:
+            cleanup: list = []
+            try:
+                for name, rel in relations.items():
+                    self._bind(name, rel, cleanup)
+                rel = self.con.sql(query)
+                if rel is None:
+                    return None, []
+                return rel.description, rel.fetchall()
+            finally:
+                for kind, name in cleanup:
+                    if kind == "arrow":
+                        self.con.unregister(name)
+                    else:
+                        self.con.execute(f"DROP VIEW IF EXISTS {quote(name)}")
+
+    def describe(self, query: str, **relations) -> list[tuple[str, str]]:
+        """Column names and DuckDB types of a query's result, without running it over data."""
+        with self.lock:
+            cleanup: list = []
+            try:
+                for name, rel in relations.items():
+                    self._bind(name, rel, cleanup)
+                rows = self.con.sql(f"DESCRIBE {query}").fetchall()
+                return [(r[0], r[1]) for r in rows]
+            except duckdb.Error as e:
+                raise ProgrammingError(str(e).split("\n")[0]) from e
+            finally:
+                for kind, name in cleanup:
+                    if kind == "arrow":
+                        self.con.unregister(name)
+                    else:
+                        self.con.execute(f"DROP VIEW IF EXISTS {quote(name)}")
+
+    def to_arrow(self, relation) -> pa.Table:
+        if isinstance(relation, pa.Table):
+            return relation
+        return self.sql("SELECT * FROM r", r=relation)
+
+    def from_arrow(self, table: pa.Table) -> pa.Table:
+        return table
+
+    def num_rows(self, relation) -> int:
+        if isinstance(relation, pa.Table):
+            return relation.num_rows
+        return self.sql("SELECT count(*) AS n FROM r", r=relation).column(0)[0].as_py()
+
+    def write_parquet(self, relation, path: str, order_by: list[str]) -> int:
+        order = (" ORDER BY " + ", ".join(quote(c) + " NULLS FIRST" for c in order_by)) if order_by else ""
+        with self.lock:
+            cleanup: list = []
+            name = f"w{next(_counter)}"
+            try:
+                self._bind(name, relation, cleanup)
+                return self.con.execute(
+                    f"COPY (SELECT * FROM {quote(name)}{order}) TO '{path}' "
+                    "(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 122880)"
+                ).fetchall()[0][0]
+            finally:
+                for kind, n in cleanup:
+                    if kind == "arrow":
+                        self.con.unregister(n)
+                    else:
+                        self.con.execute(f"DROP VIEW IF EXISTS {quote(n)}")
+
+
+def scan_sql(scan: ParquetScan) -> str:
+    """SQL reading a ParquetScan; an empty scan yields an empty relation of the right schema."""
+    if not scan.paths:
+        from ..types import duckdb_type_of_arrow
+
+        parts = [f"CAST(NULL AS {duckdb_type_of_arrow(f.type)}) AS {quote(f.name)}" for f in scan.schema]
+        return f"SELECT {', '.join(parts)} WHERE false"
+    select = ", ".join(quote(f.name) for f in scan.schema)
+    return f"SELECT {select} FROM read_parquet({_sql_list(scan.paths)})"

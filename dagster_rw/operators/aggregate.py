@@ -1,0 +1,196 @@
+"""Hash aggregation (GROUP BY, global aggregates, DISTINCT), correct under inserts, updates and deletes.
+
+State strategies, chosen per aggregate:
+- value state (`acc`): per group the row count and, per SUM/AVG/COUNT, a running sum and non-null
+  count; a step adds the delta's partial sums to the touched groups only.
+- materialized input (`minput<i>`): for MIN, MAX and COUNT(DISTINCT), per group the count of each
+  distinct value. An insert can only improve the extreme; when a delete removes the current extreme,
+  that group's values are read back (the group's slice of the sorted state, nothing else).
+"""
+from __future__ import annotations
+
+import pyarrow as pa
+
+from .. import types as sqltypes
+from ..engine.duck import quote
+from ..sql.plan import cname
+from .base import DELETED, Operator, W, col_list, consolidate_sql, null_safe_eq
+
+MINPUT = ("min", "max")
+
+
+def _acc_type(func: str, arg_type: str, out_type: str) -> str:
+    if func == "avg":
+        if arg_type.startswith("numeric"):
+            scale = arg_type[arg_type.index(",") + 1:-1]
+            return f"numeric(38,{scale})"
+        if arg_type in ("smallint", "integer", "bigint"):
+            return "bigint"
+        return "double precision"
+    return out_type
+
+
+class AggregateOp(Operator):
+    def __init__(self, node, ctx):
+        super().__init__(node, ctx)
+        self.groups = [cname(g) for g in node.group]
+        self.ng = len(node.group)
+
+    # -- state layout --------------------------------------------------------------------------
+    def acc_columns(self) -> list[tuple[str, str]]:
+        node = self.node
+        cols = [("cnt", "bigint")]
+        for i, a in enumerate(node.aggs):
+            out_type = node.columns[self.ng + i].type
+            arg_type = node.child.columns[a.arg].type if a.arg is not None else "bigint"
+            if a.func in ("sum", "avg"):
+                cols += [(f"s{i}", _acc_type(a.func, arg_type, out_type)), (f"n{i}", "bigint")]
+            elif a.func == "count":
+                cols.append((f"n{i}", "bigint"))
+            elif a.func in MINPUT:
+                cols.append((f"m{i}", out_type))
+        return cols
+
+    def state_tables(self):
+        node = self.node
+        gfields = [pa.field(cname(g), sqltypes.arrow_type(node.child.columns[g].type)) for g in node.group]
+        tables = {"acc": (self.groups, pa.schema(
+            gfields + [pa.field(n, sqltypes.arrow_type(t)) for n, t in self.acc_columns()]))}
+        for i, a in enumerate(node.aggs):
+            if a.func in MINPUT or a.distinct:
+                vtype = sqltypes.arrow_type(node.child.columns[a.arg].type)
+                tables[f"minput{i}"] = (self.groups + ["v"], pa.schema(
+                    gfields + [pa.field("v", vtype), pa.field("cnt", pa.int64())]))
+        return tables
+
+    # -- the step ------------------------------------------------------------------------------
+    def apply(self, inputs):
+        (d,) = inputs
+        node = self.node
+        g = col_list(self.groups)
+        gsel = g + ", " if self.groups else ""
+        group_by = f" GROUP BY {g}" if self.groups else ""
+        parts = [f"CAST(coalesce(sum({W}), 0) AS BIGINT) AS dcnt"]
+        for i, a in enumerate(node.aggs):
+            if a.distinct or a.func in MINPUT or a.func == "count_star":
+                continue
+            x = quote(cname(a.arg))
+            if a.func in ("sum", "avg"):
+                acc_t = dict(self.acc_columns())[f"s{i}"]
+                parts.append(f"CAST(sum(CASE WHEN {x} IS NOT NULL THEN {x} * {W} END) AS "
+                             f"{sqltypes.duckdb_type(acc_t)}) AS ds{i}")
+            parts.append(f"CAST(coalesce(sum(CASE WHEN {x} IS NOT NULL THEN {W} ELSE 0 END), 0) AS BIGINT) AS dn{i}")
+        dg = self.sql(f"SELECT {gsel}{', '.join(parts)} FROM d{group_by}", d=d)
+
+        acc = self.state("acc")
+        old = acc.lookup(self.sql(f"SELECT {g} FROM k", k=dg), self.groups) if self.groups else acc.read_all()
+        rels = {"dg": dg, "o": old}
+        joins = [f"LEFT JOIN o ON {null_safe_eq(self.groups, self.groups, 'dg', 'o')}"]
+        for i, a in enumerate(node.aggs):
+            if a.func in MINPUT or a.distinct:
+                rels[f"m{i}"] = self.minput_step(i, d, old)
+                joins.append(f"LEFT JOIN m{i} ON {null_safe_eq(self.groups, self.groups, 'dg', f'm{i}')}")
+        new_cols = ["CAST(coalesce(o.cnt, 0) + dg.dcnt AS BIGINT) AS cnt"]
+        for i, a in enumerate(node.aggs):
+            if a.func in ("sum", "avg"):
+                new_cols.append(f"CASE WHEN dg.ds{i} IS NULL THEN o.s{i} WHEN o.s{i} IS NULL THEN dg.ds{i} "
+                                f"ELSE o.s{i} + dg.ds{i} END AS s{i}")
+                new_cols.append(f"CAST(coalesce(o.n{i}, 0) + dg.dn{i} AS BIGINT) AS n{i}")
+            elif a.func == "count" and not a.distinct:
+                new_cols.append(f"CAST(coalesce(o.n{i}, 0) + dg.dn{i} AS BIGINT) AS n{i}")
+            elif a.distinct:
+                new_cols.append(f"CAST(coalesce(o.n{i}, 0) + coalesce(m{i}.dn, 0) AS BIGINT) AS n{i}")
+            elif a.func in MINPUT:
+                new_cols.append(f"CASE WHEN m{i}.g_touched IS NULL THEN o.m{i} ELSE m{i}.m END AS m{i}")
+        old_cols = ["o.cnt AS o_cnt"] + [f"o.{quote(n)} AS {quote('o_' + n)}" for n, _ in self.acc_columns()[1:]]
+        joined = self.sql(
+            f"SELECT {col_list(self.groups, 'dg.')}{', ' if self.groups else ''}{', '.join(new_cols)}, "
+            f"{', '.join(old_cols)} FROM dg {' '.join(joins)}", **rels)
+
+        is_global = "TRUE" if node.is_global else "FALSE"
+        acc.stage(self.sql(
+            f"SELECT {gsel}{', '.join(quote(n) for n, _ in self.acc_columns())}, "
+            f"(NOT {is_global} AND cnt <= 0) AS {DELETED} FROM j", j=joined))
+        new_out = ", ".join(self.groups_sel() + self.output_exprs(""))
+        old_out = ", ".join(self.groups_sel() + self.output_exprs("o_"))
+        out = self.sql(
+            f"SELECT {new_out + ', ' if new_out else ''}CAST(1 AS BIGINT) AS {W} FROM j WHERE {is_global} OR cnt > 0 "
+            f"UNION ALL SELECT {old_out + ', ' if old_out else ''}CAST(-1 AS BIGINT) AS {W} FROM j "
+            f"WHERE o_cnt IS NOT NULL AND ({is_global} OR o_cnt > 0)", j=joined)
+        return self.sql(consolidate_sql([cname(i) for i in range(len(node.columns))], "o"), o=out)
+
+    def groups_sel(self) -> list[str]:
+        return [quote(g) for g in self.groups]
+
+    def output_exprs(self, p: str) -> list[str]:
+        out = []
+        for i, a in enumerate(self.node.aggs):
+            c = quote(cname(self.ng + i))
+            t = sqltypes.duckdb_type(self.node.columns[self.ng + i].type)
+            if a.func == "count_star":
+                e = f"{p}cnt"
+            elif a.func == "count" or a.distinct:
+                e = f"coalesce({p}n{i}, 0)"
+            elif a.func == "sum":
+                e = f"CASE WHEN {p}n{i} > 0 THEN {p}s{i} END"
+            elif a.func == "avg":
+                e = f"CASE WHEN {p}n{i} > 0 THEN CAST({p}s{i} AS DOUBLE) / {p}n{i} END"
+            else:
+                e = f"{p}m{i}"
+            out.append(f"CAST({e} AS {t}) AS {c}")
+        return out
+
+    def minput_step(self, i: int, d, old):
+        """Update the value counts of aggregate i; returns per touched group the new extreme
+        (MIN/MAX) or the change in the number of distinct values (COUNT DISTINCT)."""
+        a = self.node.aggs[i]
+        g = col_list(self.groups)
+        gsel = g + ", " if self.groups else ""
+        x = quote(cname(a.arg))
+        minput = self.state(f"minput{i}")
+        dm = self.sql(
+            f"SELECT {gsel}{x} AS v, CAST(sum({W}) AS BIGINT) AS dc FROM d WHERE {x} IS NOT NULL "
+            f"GROUP BY {gsel}{x} HAVING sum({W}) <> 0", d=d)
+        om = minput.lookup(dm, self.groups + ["v"])
+        keys = self.groups + ["v"]
+        nm = self.sql(
+            f"SELECT {col_list(keys, 'dm.')}, coalesce(om.cnt, 0) AS old_c, coalesce(om.cnt, 0) + dm.dc AS new_c "
+            f"FROM dm LEFT JOIN om ON {null_safe_eq(keys, keys, 'dm', 'om')}", dm=dm, om=om)
+        minput.stage(self.sql(f"SELECT {gsel}v, new_c AS cnt, new_c <= 0 AS {DELETED} FROM nm", nm=nm))
+        if a.distinct:
+            return self.sql(
+                f"SELECT {gsel}CAST(sum(CASE WHEN old_c <= 0 AND new_c > 0 THEN 1 "
+                f"WHEN old_c > 0 AND new_c <= 0 THEN -1 ELSE 0 END) AS BIGINT) AS dn FROM nm"
+                + (f" GROUP BY {g}" if self.groups else ""), nm=nm)
+        best = "min" if a.func == "min" else "max"
+        # per touched group: the best value among touched values still present, and whether the
+        # old extreme itself was removed (then the group's remaining values decide)
+        per_group = self.sql(
+            f"SELECT {col_list(self.groups, 'nm.') + ', ' if self.groups else ''}"
+            f"{best}(CASE WHEN nm.new_c > 0 THEN nm.v END) AS ins_best, "
+            f"bool_or(nm.old_c > 0 AND nm.new_c <= 0 AND nm.v = o.m{i}) AS lost, true AS g_touched "
+            f"FROM nm LEFT JOIN o ON {null_safe_eq(self.groups, self.groups, 'nm', 'o')}"
+            + (f" GROUP BY {col_list(self.groups, 'nm.')}" if self.groups else ""), nm=nm, o=old)
+        lost = self.sql(f"SELECT {g if g else '1 AS one'} FROM p WHERE lost", p=per_group)
+        recomputed = None
+        if self.engine.num_rows(lost):
+            rest = minput.lookup(lost, self.groups) if self.groups else minput.read_all()
+            recomputed = self.sql(
+                f"SELECT {gsel}{best}(v) AS rb FROM (SELECT {gsel}v, cnt FROM r x WHERE NOT EXISTS "
+                f"(SELECT 1 FROM nm y WHERE {null_safe_eq(keys, keys, 'x', 'y')}) "
+                f"UNION ALL SELECT {gsel}v, new_c AS cnt FROM nm) u WHERE cnt > 0"
+                + (f" GROUP BY {g}" if self.groups else ""), r=rest, nm=nm)
+        on = null_safe_eq(self.groups, self.groups, "p", "o")
+        if recomputed is None:
+            recomputed = self.sql(f"SELECT {gsel}CAST(NULL AS {self.value_type(a)}) AS rb FROM p WHERE false",
+                                  p=per_group)
+        return self.sql(
+            f"SELECT {col_list(self.groups, 'p.')}{', ' if self.groups else ''}p.g_touched, CASE "
+            f"WHEN p.lost THEN rc.rb "
+            f"WHEN o.m{i} IS NULL THEN p.ins_best WHEN p.ins_best IS NULL THEN o.m{i} "
+            f"ELSE {'least' if best == 'min' else 'greatest'}(o.m{i}, p.ins_best) END AS m "
+            f"FROM p LEFT JOIN o ON {on} LEFT JOIN rc ON {null_safe_eq(self.groups, self.groups, 'p', 'rc')}",
+            p=per_group, o=old, rc=recomputed)
+
+    def value_type(self, a) -> str:
+        return sqltypes.duckdb_type(self.node.child.columns[a.arg].type)

@@ -1,0 +1,102 @@
+"""Inner equi-join: d(L join R) = dL join R_old + L_old join dR + dL join dR.
+
+State: each side's rows indexed by (join key, stream key); a step looks up only the rows whose
+join key appears in the other side's delta.
+"""
+from __future__ import annotations
+
+from ..engine.duck import quote
+from ..sql.plan import cname
+from .base import Operator, W, col_list, consolidate_sql, eq, render, row_schema, state_upsert_sql
+
+
+class JoinSides:
+    """Helpers shared by the inner and outer join operators."""
+
+    node = None
+
+    def side_pk(self, side: str) -> list[str]:
+        child = self.node.left if side == "left" else self.node.right
+        keys = self.node.left_keys if side == "left" else self.node.right_keys
+        pk = [cname(k) for k in keys]
+        for k in child.stream_key:
+            if cname(k) not in pk:
+                pk.append(cname(k))
+        return pk
+
+    def state_tables(self):
+        return {
+            "left": (self.side_pk("left"), row_schema(self.node.left)),
+            "right": (self.side_pk("right"), row_schema(self.node.right)),
+        }
+
+    def lcols(self):
+        return [cname(i) for i in range(len(self.node.left.columns))]
+
+    def rcols(self):
+        return [cname(i) for i in range(len(self.node.right.columns))]
+
+    def lkeys(self):
+        return [cname(k) for k in self.node.left_keys]
+
+    def rkeys(self):
+        return [cname(k) for k in self.node.right_keys]
+
+    def output_select(self, weight: str) -> str:
+        nl = len(self.node.left.columns)
+        left = [f"l.{quote(c)} AS {quote(c)}" for c in self.lcols()]
+        right = [f"r.{quote(c)} AS {quote(cname(nl + i))}" for i, c in enumerate(self.rcols())]
+        return ", ".join(left + right + [f"{weight} AS {W}"])
+
+    def condition(self) -> str:
+        cond = eq(self.lkeys(), self.rkeys(), "l", "r")
+        if self.node.residual is not None:
+            nl = len(self.node.left.columns)
+            qualify = {cname(i): "l" for i in range(nl)}
+            qualify.update({cname(nl + i): "r" for i in range(len(self.node.right.columns))})
+            residual = self.node.residual.copy()
+            # right-side columns are numbered after the left ones in the combined row
+            from sqlglot import exp
+
+            def renumber(n):
+                if isinstance(n, exp.Column) and n.name in qualify and qualify[n.name] == "r":
+                    return exp.column(cname(int(n.name[1:]) - nl), "r")
+                if isinstance(n, exp.Column) and n.name in qualify:
+                    return exp.column(n.name, "l")
+                return n
+
+            cond += f" AND ({residual.transform(renumber).sql(dialect='duckdb')})"
+        return cond
+
+    def stage_sides(self, dl, dr) -> None:
+        self.state("left").stage(self.sql(state_upsert_sql(self.lcols(), self.side_pk("left")), d=dl))
+        self.state("right").stage(self.sql(state_upsert_sql(self.rcols(), self.side_pk("right")), d=dr))
+
+    def keys_of(self, delta, cols: list[str], as_names: list[str]):
+        sel = ", ".join(f"{quote(c)} AS {quote(a)}" for c, a in zip(cols, as_names))
+        nonnull = " AND ".join(f"{quote(c)} IS NOT NULL" for c in cols)
+        return self.sql(f"SELECT DISTINCT {sel} FROM d WHERE {nonnull}", d=delta)
+
+
+class InnerJoinOp(JoinSides, Operator):
+    def apply(self, inputs):
+        dl, dr = inputs
+        lstate, rstate = self.state("left"), self.state("right")
+        r_hit = rstate.lookup(self.keys_of(dl, self.lkeys(), self.rkeys()), self.rkeys())
+        l_hit = lstate.lookup(self.keys_of(dr, self.rkeys(), self.lkeys()), self.lkeys())
+        cond = self.condition()
+        out = self.sql(
+            f"SELECT {self.output_select('l.' + W)} FROM dl l JOIN rh r ON {cond} "
+            f"UNION ALL SELECT {self.output_select('r.' + W)} FROM lh l JOIN dr r ON {cond} "
+            f"UNION ALL SELECT {self.output_select(f'l.{W} * r.{W}')} FROM dl l JOIN dr r ON {cond}",
+            dl=dl, dr=dr, rh=self.with_unit_weight(r_hit, self.rcols()),
+            lh=self.with_unit_weight(l_hit, self.lcols()),
+        )
+        self.stage_sides(dl, dr)
+        return self.sql(consolidate_sql([cname(i) for i in range(len(self.node.columns))], "o"), o=out)
+
+    def with_unit_weight(self, rel, cols):
+        return self.sql(f"SELECT {col_list(cols)}, CAST(1 AS BIGINT) AS {W} FROM s", s=rel)
+
+
+__all__ = ["InnerJoinOp", "JoinSides", "render"]

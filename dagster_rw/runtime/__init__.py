@@ -1,0 +1,1 @@
+"""Runtime: barriers and epochs, the step that advances one object, and the connection's statement handling."""

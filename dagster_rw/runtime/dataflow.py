@@ -1,0 +1,47 @@
+"""A view's dataflow: its plan's operators, run bottom-up over one step's input deltas."""
+from __future__ import annotations
+
+from ..operators.aggregate import AggregateOp
+from ..operators.join import InnerJoinOp
+from ..operators.map import MapOp
+from ..operators.outer_join import OuterJoinOp
+from ..operators.scan import ScanOp
+from ..operators.top_n import TopNOp
+from ..operators.union import UnionAllOp
+from ..sql.plan import Aggregate, Join, Map, Node, Scan, TopN, UnionAll
+
+
+def operator_for(node: Node, ctx):
+    if isinstance(node, Scan):
+        return ScanOp(node, ctx)
+    if isinstance(node, Map):
+        return MapOp(node, ctx)
+    if isinstance(node, Join):
+        return InnerJoinOp(node, ctx) if node.kind == "inner" else OuterJoinOp(node, ctx)
+    if isinstance(node, Aggregate):
+        return AggregateOp(node, ctx)
+    if isinstance(node, UnionAll):
+        return UnionAllOp(node, ctx)
+    if isinstance(node, TopN):
+        return TopNOp(node, ctx)
+    raise TypeError(f"no operator for {type(node).__name__}")
+
+
+def run(root: Node, ctx):
+    """Push the step's input deltas through every operator; returns the root's output delta."""
+    deltas: dict[int, object] = {}
+    for node in root.walk():
+        op = operator_for(node, ctx)
+        deltas[node.id] = op.apply([deltas[c.id] for c in node.children])
+        for child in node.children:
+            deltas.pop(child.id, None)
+    return deltas[root.id]
+
+
+def state_layout(root: Node, ctx) -> dict[str, tuple]:
+    """Every state table of the plan: `op<id>.<name>` -> (primary key, schema)."""
+    out = {}
+    for node in root.walk():
+        for name, spec in operator_for(node, ctx).state_tables().items():
+            out[f"op{node.id}.{name}"] = spec
+    return out

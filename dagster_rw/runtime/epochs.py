@@ -1,0 +1,105 @@
+"""Barriers and epochs: sealing staged DML into strictly increasing, durable epochs.
+
+A barrier writes `epochs/<n>.json` listing, per table, the staged DML batches it seals (put-if-absent:
+two processes cutting a barrier at once get two different epochs, never the same batch twice).
+Staged files that every table has applied are deleted, then a watermark records that; barriers only
+need the epoch records above the watermark to tell sealed files from unsealed ones.
+"""
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+from ..errors import OperationalError
+from ..storage.object_store import ObjectStore
+
+EPOCHS = "epochs"
+STAGING = "staging"
+WATERMARK = "staging_gc.json"
+_WIDTH = 20
+
+
+def epoch_key(epoch: int) -> str:
+    return f"{EPOCHS}/{epoch:0{_WIDTH}d}.json"
+
+
+def epoch_numbers(store: ObjectStore) -> list[int]:
+    return [int(k.rsplit("/", 1)[-1][:-5]) for k in store.list(EPOCHS + "/") if k.endswith(".json")]
+
+
+def newest_epoch(store: ObjectStore) -> int:
+    nums = epoch_numbers(store)
+    return max(nums) if nums else 0
+
+
+def load_epoch(store: ObjectStore, epoch: int) -> dict:
+    return json.loads(store.read_bytes(epoch_key(epoch)))
+
+
+def staging_key(table: str) -> str:
+    return f"{STAGING}/{table}/{time.time_ns():020d}-{uuid.uuid4().hex[:12]}.parquet"
+
+
+def _watermark(store: ObjectStore) -> int:
+    try:
+        return json.loads(store.read_bytes(WATERMARK))["epoch"]
+    except FileNotFoundError:
+        return 0
+
+
+def barrier(store: ObjectStore, extra: dict | None = None, attempts: int = 20) -> int:
+    """Seal every staged batch not yet in an epoch into a new epoch; returns its number."""
+    for _ in range(attempts):
+        wm = _watermark(store)
+        nums = sorted(n for n in epoch_numbers(store) if n > wm)
+        sealed: set[str] = set()
+        for n in nums:
+            for keys in load_epoch(store, n)["batches"].values():
+                sealed.update(keys)
+        newest = max(nums) if nums else max(wm, newest_epoch(store))
+        batches: dict[str, list[str]] = {}
+        for key in store.list(STAGING + "/"):
+            if key in sealed or not key.endswith(".parquet"):
+                continue
+            table = key.split("/")[1]
+            batches.setdefault(table, []).append(key)
+        for keys in batches.values():
+            keys.sort()  # staging keys start with a timestamp: the order DML was accepted
+        record = {"epoch": newest + 1, "time": time.time(), "batches": batches}
+        if extra:
+            record.update(extra)
+        data = json.dumps(record, indent=1).encode()
+        if store.put_if_absent(epoch_key(newest + 1), data):
+            return newest + 1
+    raise OperationalError("could not cut a barrier: other processes kept committing epochs first")
+
+
+def batches_for(store: ObjectStore, table: str, after: int, upto: int) -> list[str]:
+    """The staged batches of `table` sealed in epochs (after, upto], in the order they were accepted."""
+    out: list[str] = []
+    for n in sorted(n for n in epoch_numbers(store) if after < n <= upto):
+        out.extend(load_epoch(store, n)["batches"].get(table, []))
+    return out
+
+
+def unsealed_batches(store: ObjectStore, table: str) -> list[str]:
+    """Batches of `table` accepted but not yet sealed by any barrier."""
+    wm = _watermark(store)
+    sealed: set[str] = set()
+    for n in epoch_numbers(store):
+        if n > wm:
+            sealed.update(load_epoch(store, n)["batches"].get(table, []))
+    return [k for k in store.list(f"{STAGING}/{table}/") if k.endswith(".parquet") and k not in sealed]
+
+
+def collect_staging(store: ObjectStore, applied_epoch: int) -> None:
+    """Delete staged batches sealed in epochs <= applied_epoch (every table has applied them)."""
+    wm = _watermark(store)
+    if applied_epoch <= wm:
+        return
+    for n in sorted(n for n in epoch_numbers(store) if wm < n <= applied_epoch):
+        for keys in load_epoch(store, n)["batches"].values():
+            for k in keys:
+                store.delete(k)
+    store.write_bytes(WATERMARK, json.dumps({"epoch": applied_epoch}).encode())

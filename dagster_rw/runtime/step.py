@@ -1,0 +1,230 @@
+"""One step of one object: from its committed epoch to a target epoch, committed atomically.
+
+A step reads its inputs' change files for (committed, target] (or, for a new view, their snapshots),
+runs the operators, writes new state files and one change-log file, and commits the next manifest
+version naming the target epoch. Nothing is visible before that commit; a failed or conflicting
+step leaves only unreferenced files behind.
+"""
+from __future__ import annotations
+
+import os
+import time
+import uuid
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .. import types as sqltypes
+from ..engine.base import ParquetScan
+from ..engine.duck import quote
+from ..errors import IntegrityError
+from ..operators.base import DELETED, W, col_list, consolidate_sql, state_upsert_sql
+from ..storage import manifest as manifests
+from ..storage.catalog import TABLE, CatalogObject
+from ..storage.manifest import Manifest, SstFile
+from ..storage.state_table import StateTable
+from . import dataflow, epochs
+
+OUTPUT = "output"
+
+
+def object_schema(obj: CatalogObject) -> pa.Schema:
+    return pa.schema([pa.field(c.name, sqltypes.arrow_type(c.type)) for c in obj.columns])
+
+
+def changelog_schema(obj: CatalogObject) -> pa.Schema:
+    return object_schema(obj).append(pa.field(W, pa.int64()))
+
+
+def output_table(wh, obj: CatalogObject, m: Manifest) -> StateTable:
+    return StateTable(wh.store, wh.engine, f"objects/{obj.name}/state/{OUTPUT}", list(obj.stream_key),
+                      object_schema(obj), m.state.get(OUTPUT, []))
+
+
+class StepContext:
+    """What operators see of a step: the engine, their state tables, and the input deltas."""
+
+    def __init__(self, wh, obj: CatalogObject, m: Manifest, target: int, backfill: bool):
+        self.wh = wh
+        self.engine = wh.engine
+        self.obj = obj
+        self.manifest = m
+        self.target = target
+        self.backfill = backfill
+        self.tables: dict[str, StateTable] = {}
+        self.rows_in = 0
+
+    def state_table(self, op_id: int, name: str, pk, schema) -> StateTable:
+        key = f"op{op_id}.{name}"
+        if key not in self.tables:
+            self.tables[key] = StateTable(self.wh.store, self.engine, f"objects/{self.obj.name}/state/{key}",
+                                          pk, schema, self.manifest.state.get(key, []))
+        return self.tables[key]
+
+    def input_delta(self, source: str):
+        src = self.wh.catalog().get(source)
+        sm = self.wh.manifest(source)
+        cols = [c.name for c in src.columns]
+        if self.backfill:
+            rel = self.engine.sql(f"SELECT {col_list(cols)}, CAST(1 AS BIGINT) AS {W} FROM s",
+                                  s=output_table(self.wh, src, sm).read_all())
+        else:
+            files = [f for f in sm.changelog if f.epoch_from >= self.manifest.epoch and f.epoch_to <= self.target]
+            scan = ParquetScan(tuple(self.wh.store.local_path(f.key) for f in files), changelog_schema(src))
+            rel = self.engine.sql(consolidate_sql(cols, "s"), s=scan) if len(files) > 1 else \
+                self.engine.sql("SELECT * FROM s", s=scan)
+        self.rows_in += self.engine.num_rows(rel)
+        return rel
+
+
+def target_epoch(wh, obj: CatalogObject, committed: int) -> int:
+    """The newest epoch every input has committed and that no input's change file straddles."""
+    inputs = [(wh.manifest(i), wh.catalog().get(i)) for i in obj.inputs]
+    upper = min(m.epoch if m.exists else (o.created_epoch if o.kind == TABLE else 0) for m, o in inputs)
+    candidates = {upper}
+    for m, _ in inputs:
+        for f in m.changelog:
+            candidates.update((f.epoch_from, f.epoch_to))
+    for t in sorted((c for c in candidates if committed < c <= upper), reverse=True):
+        if all(not (f.epoch_from < t < f.epoch_to) for m, _ in inputs for f in m.changelog):
+            return t
+    return committed
+
+
+def refresh_view(wh, obj: CatalogObject, plan) -> int:
+    m = wh.manifest(obj.name)
+    backfill = not m.exists
+    if backfill:
+        target = min((wh.manifest(i).epoch for i in obj.inputs), default=0)
+        start = target
+    else:
+        target = target_epoch(wh, obj, m.epoch)
+        start = m.epoch
+        if target <= m.epoch:
+            return m.epoch
+    t0 = time.perf_counter()
+    ctx = StepContext(wh, obj, m, target, backfill)
+    root_delta = dataflow.run(plan, ctx)
+    cols = [c.name for c in obj.columns]
+    named = wh.engine.sql(
+        f"SELECT {', '.join(f'c{i} AS {quote(n)}' for i, n in enumerate(cols))}, {W} FROM d", d=root_delta)
+    return _commit_output(wh, obj, m, ctx, named, start, target, t0)
+
+
+def refresh_table(wh, obj: CatalogObject) -> int:
+    m = wh.manifest(obj.name)
+    committed = m.epoch if m.exists else obj.created_epoch
+    target = epochs.newest_epoch(wh.store)
+    if target <= committed and m.exists:
+        return committed
+    t0 = time.perf_counter()
+    batches = epochs.batches_for(wh.store, obj.name, committed, target)
+    ctx = StepContext(wh, obj, m, target, False)
+    delta = apply_batches(wh, obj, m, batches)
+    ctx.rows_in = wh.engine.num_rows(delta) if delta is not None else 0
+    if delta is None:
+        delta = wh.engine.from_arrow(changelog_schema(obj).empty_table())
+    return _commit_output(wh, obj, m, ctx, delta, committed, target, t0)
+
+
+def read_batches(wh, obj: CatalogObject, keys: list[str]) -> pa.Table | None:
+    """Staged DML batches in acceptance order, with `_batch` and `_seq` giving that order."""
+    tables = []
+    for i, key in enumerate(keys):
+        t = pq.read_table(wh.store.local_path(key))
+        t = t.append_column("_batch", pa.array([i] * t.num_rows, pa.int64()))
+        tables.append(t)
+    if not tables:
+        return None
+    return pa.concat_tables(tables, promote_options="default")
+
+
+def apply_batches(wh, obj: CatalogObject, m: Manifest, keys: list[str]):
+    """The table's change for a list of staged batches: per key the last operation wins; an
+    upsert replaces the row with that key; a delete removes it."""
+    staged = read_batches(wh, obj, keys)
+    if staged is None or staged.num_rows == 0:
+        return None
+    pk = list(obj.stream_key)
+    cols = [c.name for c in obj.columns]
+    last = wh.engine.sql(
+        f"SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY {col_list(pk)} ORDER BY _batch DESC, _seq DESC) "
+        f"AS _rn FROM s) x WHERE _rn = 1", s=staged)
+    old = output_table(wh, obj, m).lookup(last, pk)
+    return wh.engine.sql(
+        consolidate_sql(cols, "u"),
+        u=wh.engine.sql(
+            f"SELECT {col_list(cols)}, CAST(-1 AS BIGINT) AS {W} FROM o UNION ALL "
+            f"SELECT {col_list(cols)}, CAST(1 AS BIGINT) AS {W} FROM l WHERE _op = 1",
+            o=old, l=last))
+
+
+def _commit_output(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, delta, start: int, target: int,
+                   t0: float) -> int:
+    engine = wh.engine
+    cols = [c.name for c in obj.columns]
+    key = list(obj.stream_key)
+    _check_unique_key(wh, obj, delta, key)
+    out = output_table(wh, obj, m)
+    out.stage(engine.sql(state_upsert_sql(cols, key), d=delta))
+    state = dict(m.state)
+    dropped: list[str] = []
+    tables = {OUTPUT: out, **ctx.tables}
+    for name, table in tables.items():
+        f = table.flush(start, target)
+        files = list(table.files) + ([f] if f else [])
+        table.files = files
+        files, gone = table.compact(wh.options["compact_max_files"])
+        dropped.extend(gone)
+        state[name] = files
+    changelog = list(m.changelog)
+    counts = engine.sql(
+        f"SELECT coalesce(sum(CASE WHEN {W} > 0 THEN {W} END), 0) AS ins, "
+        f"coalesce(-sum(CASE WHEN {W} < 0 THEN {W} END), 0) AS del FROM d", d=delta).to_pylist()[0]
+    if counts["ins"] or counts["del"]:
+        changelog.append(_write_changelog(wh, obj, delta, start, target))
+    # change files every consumer has read are no longer needed
+    watermark = wh.consumer_watermark(obj.name, target)
+    keep = [f for f in changelog if f.epoch_to > watermark]
+    dropped.extend(f.key for f in changelog if f.epoch_to <= watermark)
+    nxt = Manifest(object=obj.name, version=m.version, epoch=target, state=state, changelog=keep,
+                   garbage=m.garbage, positions=m.positions)
+    nxt.stats = {
+        "epochs_processed": target - start if m.exists else 0,
+        "rows_in": ctx.rows_in,
+        "rows_inserted": int(counts["ins"]),
+        "rows_deleted": int(counts["del"]),
+        "step_seconds": round(time.perf_counter() - t0, 6),
+        "engine": engine.name,
+        "committed_at": time.time(),
+    }
+    committed = manifests.commit(wh.store, nxt, dropped, wh.options["gc_grace_seconds"])
+    wh.remember_manifest(committed)
+    return target
+
+
+def _write_changelog(wh, obj: CatalogObject, delta, start: int, target: int) -> SstFile:
+    name = f"{start:020d}-{target:020d}-{uuid.uuid4().hex[:12]}.parquet"
+    key = f"objects/{obj.name}/changes/{name}"
+    tmp = os.path.join(wh.store.scratch_dir(), f"{uuid.uuid4().hex}.parquet")
+    rows = wh.engine.write_parquet(delta, tmp, list(obj.stream_key) + [W])
+    size = os.path.getsize(tmp)
+    wh.store.upload_file(tmp, key)
+    return SstFile(key=key, epoch_from=start, epoch_to=target, rows=rows, bytes=size)
+
+
+def _check_unique_key(wh, obj: CatalogObject, delta, key: list[str]) -> None:
+    """A consolidated step delta holds at most one insert and one delete per stream key."""
+    if not key:
+        return
+    dup = wh.engine.sql(
+        f"SELECT {col_list(key)}, sign({W}) AS s, count(*) AS n FROM d GROUP BY ALL HAVING count(*) > 1 OR "
+        f"max(abs({W})) > 1 LIMIT 1", d=delta)
+    if wh.engine.num_rows(dup):
+        row = dup.to_pylist()[0]
+        raise IntegrityError(
+            f"{obj.name!r}: the step produced more than one row for stream key "
+            f"{ {k: row[k] for k in key} } (an internal invariant was broken; nothing was committed)")
+
+
+__all__ = ["refresh_view", "refresh_table", "DELETED"]

@@ -1,0 +1,273 @@
+"""A warehouse as the runtime sees it: catalog, epochs, objects' manifests and the steps that advance them."""
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+
+import pyarrow as pa
+
+from ..engine.duck import DuckEngine
+from ..errors import IntegrityError, ProgrammingError
+from ..sql.planner import Planner
+from ..storage import catalog as catalogs
+from ..storage import manifest as manifests
+from ..storage.catalog import MATERIALIZED_VIEW, TABLE, Catalog, CatalogObject, Column
+from ..storage.manifest import Manifest
+from ..storage.object_store import ObjectStore
+from . import epochs, step
+
+DEFAULT_OPTIONS = {
+    "compact_max_files": 8,  # merge a state table's newest small files beyond this many
+    "gc_grace_seconds": 0.0,  # how long files dropped from a manifest stay readable
+}
+
+ROW_ID = "_row_id"
+_row_ids = {"next": 0}
+_row_ids_lock = threading.Lock()
+
+
+def _row_id_base(n: int) -> int:
+    """Hidden row ids: milliseconds since the epoch shifted left 22 bits, plus the row's index.
+    Monotonic within a process; two processes collide only when both stage rows in the same millisecond."""
+    with _row_ids_lock:
+        base = max(int(time.time() * 1000) << 22, _row_ids["next"])
+        _row_ids["next"] = base + n
+        return base
+OP = "_op"
+SEQ = "_seq"
+
+
+class Warehouse:
+    def __init__(self, store: ObjectStore, engine: DuckEngine | None = None, **options):
+        self.store = store
+        self.engine = engine or DuckEngine()
+        self.options = dict(DEFAULT_OPTIONS)
+        self.options.update({k: v for k, v in options.items() if k in DEFAULT_OPTIONS})
+        self._catalog: Catalog | None = None
+        self._plans: dict[tuple[str, int], object] = {}
+        self._manifests: dict[str, Manifest] = {}
+
+    # -- catalog -------------------------------------------------------------------------------
+    def catalog(self, reload: bool = False) -> Catalog:
+        if self._catalog is None or reload:
+            self._catalog = catalogs.load(self.store)
+        return self._catalog
+
+    def sync(self) -> None:
+        """See what other processes committed since the last statement."""
+        self.catalog(reload=True)
+        self._manifests.clear()
+
+    def get(self, name: str) -> CatalogObject:
+        obj = self.catalog().get(name)
+        if obj is None:
+            raise ProgrammingError(f'relation "{name}" does not exist')
+        return obj
+
+    def commit_catalog(self, objects: dict[str, CatalogObject], what: str) -> None:
+        current = self.catalog(reload=True)
+        self._catalog = catalogs.commit(self.store, Catalog(version=current.version, objects=objects), what)
+
+    def plan(self, obj: CatalogObject):
+        key = (obj.name, obj.created_epoch)
+        if key not in self._plans:
+            from ..sql.statements import view_query
+
+            planner = Planner(self.catalog().get, obj.sql, obj.name, self.engine)
+            self._plans[key] = planner.plan(view_query(obj.sql))
+        return self._plans[key]
+
+    # -- manifests -----------------------------------------------------------------------------
+    def manifest(self, name: str) -> Manifest:
+        if name not in self._manifests:
+            self._manifests[name] = manifests.load(self.store, name)
+        return self._manifests[name]
+
+    def remember_manifest(self, m: Manifest) -> None:
+        self._manifests[m.object] = m
+
+    def consumer_watermark(self, name: str, own_target: int) -> int:
+        """The lowest epoch any consumer of `name` has committed (consumers still to back-fill
+        read snapshots, not change files)."""
+        marks = []
+        for c in self.catalog().consumers(name):
+            m = manifests.load(self.store, c.name)
+            if m.exists:
+                marks.append(m.epoch)
+        return min(marks) if marks else own_target
+
+    # -- DDL -----------------------------------------------------------------------------------
+    def create_table(self, name: str, columns: list[Column], pk: list[str], sql: str, append_only: bool,
+                     if_not_exists: bool = False) -> bool:
+        cat = self.catalog(reload=True)
+        if name in cat.objects:
+            if if_not_exists:
+                return False
+            raise ProgrammingError(f'relation "{name}" already exists')
+        cols = list(columns)
+        stream_key = list(pk)
+        if not pk:
+            cols.append(Column(ROW_ID, "bigint", hidden=True))
+            stream_key = [ROW_ID]
+        created = epochs.newest_epoch(self.store)
+        obj = CatalogObject(name=name, kind=TABLE, sql=sql, columns=cols, pk=list(pk), stream_key=stream_key,
+                            created_epoch=created, append_only=append_only)
+        objects = dict(cat.objects)
+        objects[name] = obj
+        self._clear_leftovers(name)
+        self.commit_catalog(objects, f"CREATE TABLE {name}")
+        m = Manifest(object=name, epoch=created)
+        self.remember_manifest(manifests.commit(self.store, m, [], 0))
+        return True
+
+    def create_view(self, name: str, sql: str, query, if_not_exists: bool = False) -> bool:
+        cat = self.catalog(reload=True)
+        if name in cat.objects:
+            if if_not_exists:
+                return False
+            raise ProgrammingError(f'relation "{name}" already exists')
+        planner = Planner(cat.get, sql, name, self.engine)
+        plan = planner.plan(query)
+        visible = [c for c in plan.columns if not c.hidden]
+        seen = set()
+        for c in visible:
+            if c.name in seen:
+                raise ProgrammingError(f'column "{c.name}" specified more than once in {name!r}')
+            seen.add(c.name)
+        columns = [Column(c.name if not c.hidden else f"_rw_h{i}", c.type, c.hidden)
+                   for i, c in enumerate(plan.columns)]
+        stream_key = [columns[k].name for k in plan.stream_key]
+        # bring the inputs to one epoch, so the view starts from a consistent snapshot
+        for upstream in self.ancestors(planner.inputs):
+            self.refresh(upstream.name)
+        created = min((self.manifest(i).epoch for i in planner.inputs), default=0)
+        obj = CatalogObject(name=name, kind=MATERIALIZED_VIEW, sql=sql, columns=columns, pk=[],
+                            stream_key=stream_key, inputs=list(planner.inputs), created_epoch=created)
+        objects = dict(cat.objects)
+        objects[name] = obj
+        self._clear_leftovers(name)
+        self.commit_catalog(objects, f"CREATE MATERIALIZED VIEW {name}")
+        self._plans[(name, created)] = plan
+        self.refresh(name)  # back-fill from the snapshot
+        return True
+
+    def drop(self, name: str, kind: str, if_exists: bool) -> bool:
+        cat = self.catalog(reload=True)
+        obj = cat.get(name)
+        if obj is None:
+            if if_exists:
+                return False
+            raise ProgrammingError(f'{"table" if kind == TABLE else "materialized view"} "{name}" does not exist')
+        if obj.kind != kind:
+            what = "a table" if obj.kind == TABLE else "a materialized view"
+            raise ProgrammingError(f'"{name}" is {what}; use DROP {"TABLE" if obj.kind == TABLE else "MATERIALIZED VIEW"}')
+        users = [c.name for c in cat.consumers(name)]
+        if users:
+            raise IntegrityError(f'cannot drop {name!r}: other objects depend on it ({", ".join(users)})')
+        objects = {k: v for k, v in cat.objects.items() if k != name}
+        self.commit_catalog(objects, f"DROP {name}")
+        self._manifests.pop(name, None)
+        self._clear_leftovers(name)
+        return True
+
+    def _clear_leftovers(self, name: str) -> None:
+        for key in self.store.list(f"objects/{name}/") + self.store.list(f"{epochs.STAGING}/{name}/"):
+            self.store.delete(key)
+
+    def ancestors(self, names: list[str]) -> list[CatalogObject]:
+        """The objects `names` depend on (themselves included), in topological order."""
+        cat = self.catalog()
+        needed: set[str] = set()
+        stack = list(names)
+        while stack:
+            n = stack.pop()
+            if n in needed:
+                continue
+            needed.add(n)
+            stack.extend(cat.get(n).inputs)
+        return [o for o in cat.topological() if o.name in needed]
+
+    # -- DML -----------------------------------------------------------------------------------
+    def stage(self, table: str, rows: pa.Table, ops: list[int] | None = None) -> int:
+        """Durably accept rows (upserts, or deletes where ops says -1) for the next barrier."""
+        obj = self.get(table)
+        if obj.kind != TABLE:
+            raise ProgrammingError(f'cannot modify {table!r}: it is a materialized view')
+        n = rows.num_rows
+        if n == 0:
+            return 0
+        if not obj.pk and ROW_ID not in rows.column_names:
+            base = _row_id_base(n)
+            rows = rows.append_column(ROW_ID, pa.array(range(base, base + n), pa.int64()))
+        op = pa.array(ops if ops is not None else [1] * n, pa.int8())
+        rows = rows.append_column(OP, op).append_column(SEQ, pa.array(range(n), pa.int64()))
+        if obj.pk:
+            nulls = [c for c in obj.pk if rows.column(c).null_count]
+            if nulls:
+                raise IntegrityError(f'null value in column "{nulls[0]}" of {table!r} violates its primary key')
+        key = epochs.staging_key(table)
+        tmp = os.path.join(self.store.scratch_dir(), f"{uuid.uuid4().hex}.parquet")
+        import pyarrow.parquet as pq
+
+        pq.write_table(rows, tmp)
+        self.store.upload_file(tmp, key)
+        return n
+
+    def pending_rows(self, table: str) -> pa.Table:
+        """The table as the next barrier will make it: committed rows plus DML accepted since."""
+        obj = self.get(table)
+        m = self.manifest(table)
+        committed = m.epoch if m.exists else obj.created_epoch
+        keys = epochs.batches_for(self.store, table, committed, epochs.newest_epoch(self.store))
+        keys += epochs.unsealed_batches(self.store, table)
+        current = step.output_table(self, obj, m).read_all()
+        delta = step.apply_batches(self, obj, m, keys)
+        if delta is None:
+            return self.engine.to_arrow(current)
+        cols = ", ".join(f'"{c.name}"' for c in obj.columns)
+        return self.engine.to_arrow(self.engine.sql(
+            f"SELECT {cols} FROM c x WHERE NOT EXISTS (SELECT 1 FROM d y WHERE y._w < 0 AND "
+            + " AND ".join(f'x."{k}" IS NOT DISTINCT FROM y."{k}"' for k in obj.stream_key)
+            + f") UNION ALL SELECT {cols} FROM d WHERE _w > 0", c=current, d=delta))
+
+    # -- epochs and steps ----------------------------------------------------------------------
+    def barrier(self) -> int:
+        return epochs.barrier(self.store)
+
+    def refresh(self, name: str) -> int:
+        obj = self.get(name)
+        if obj.kind == TABLE:
+            return step.refresh_table(self, obj)
+        return step.refresh_view(self, obj, self.plan(obj))
+
+    def refresh_all(self) -> int:
+        newest = epochs.newest_epoch(self.store)
+        for obj in self.catalog().topological():
+            self.refresh(obj.name)
+        self.collect_garbage()
+        return newest
+
+    def collect_garbage(self) -> None:
+        tables = [o for o in self.catalog().objects.values() if o.kind == TABLE]
+        if tables:
+            applied = min(self.manifest(t.name).epoch for t in tables)
+            epochs.collect_staging(self.store, applied)
+
+    def snapshot(self, name: str):
+        obj = self.get(name)
+        return step.output_table(self, obj, self.manifest(name)).read_all()
+
+    def status(self) -> list[dict]:
+        newest = epochs.newest_epoch(self.store)
+        out = []
+        for obj in self.catalog().topological():
+            m = self.manifest(obj.name)
+            epoch = m.epoch if m.exists else obj.created_epoch
+            out.append({
+                "name": obj.name, "kind": obj.kind, "epoch": epoch, "lag_epochs": newest - epoch,
+                "state_rows": m.state_rows(), "state_bytes": m.state_bytes(), "sst_files": m.sst_count(),
+                **{k: v for k, v in m.stats.items() if k != "committed_at"},
+            })
+        return out

@@ -1,0 +1,1 @@
+"""SQL front end: statements, parsing (PostgreSQL / RisingWave dialect via sqlglot), planning, EXPLAIN."""

@@ -1,0 +1,57 @@
+"""EXPLAIN: the incremental plan of a view, with each operator's stream key and the state it keeps."""
+from __future__ import annotations
+
+from .plan import Aggregate, Join, Map, Node, Scan, TopN, UnionAll
+
+
+def _names(node: Node, idx: list[int]) -> str:
+    return "[" + ", ".join(node.columns[i].name for i in idx) + "]"
+
+
+def _describe(node: Node) -> tuple[str, str]:
+    if isinstance(node, Scan):
+        return f"StreamScan {{ source: {node.source} }}", "none (reads the source's change log)"
+    if isinstance(node, Map):
+        what = "StreamFilter+Project" if node.where is not None else "StreamProject"
+        exprs = ", ".join(e.sql(dialect="postgres") for e in node.exprs)
+        cond = f", where: {node.where.sql(dialect='postgres')}" if node.where is not None else ""
+        return f"{what} {{ exprs: [{exprs}]{cond} }}", "none"
+    if isinstance(node, Join):
+        lk = _names(node.left, node.left_keys)
+        rk = _names(node.right, node.right_keys)
+        cond = f", residual: {node.residual.sql(dialect='postgres')}" if node.residual is not None else ""
+        return (f"StreamHashJoin {{ type: {node.kind}, on: {lk} = {rk}{cond} }}",
+                f"left rows by {lk} + stream key, right rows by {rk} + stream key")
+    if isinstance(node, Aggregate):
+        group = _names(node.child, node.group)
+        aggs = ", ".join(
+            f"{a.func}({'distinct ' if a.distinct else ''}{node.child.columns[a.arg].name if a.arg is not None else '*'})"
+            for a in node.aggs)
+        kind = "StreamSimpleAgg" if node.is_global else "StreamHashAgg"
+        state = f"per-group accumulators by {group}"
+        if any(a.func in ("min", "max") or a.distinct for a in node.aggs):
+            state += "; value counts per (group, value) for MIN/MAX/COUNT DISTINCT"
+        return f"{kind} {{ group: {group}, aggs: [{aggs}] }}", state
+    if isinstance(node, UnionAll):
+        return f"StreamUnion {{ inputs: {len(node.inputs)}, all: true }}", "none"
+    if isinstance(node, TopN):
+        order = ", ".join(f"{node.columns[o.column].name} {'DESC' if o.desc else 'ASC'}" for o in node.order)
+        return (f"StreamTopN {{ order: [{order}], limit: {node.limit}, offset: {node.offset} }}",
+                "input rows sorted by the order key; the current first limit+offset rows")
+    return type(node).__name__, "?"
+
+
+def explain(root: Node) -> list[str]:
+    lines: list[str] = []
+
+    def visit(node: Node, depth: int):
+        head, state = _describe(node)
+        pad = "  " * depth
+        lines.append(f"{pad}{head}")
+        lines.append(f"{pad}  stream key: {_names(node, node.stream_key)}")
+        lines.append(f"{pad}  state: {state}")
+        for c in node.children:
+            visit(c, depth + 1)
+
+    visit(root, 0)
+    return lines

@@ -1,0 +1,137 @@
+"""The logical plan of a materialized view: operator nodes, their columns and their stream keys.
+
+Every node names its output columns positionally (`c0`, `c1`, ...); expressions inside a node refer
+to its child's columns by those names, so operators can be rendered to SQL without any user
+identifiers. Stream keys are lists of output positions, derived bottom-up (DESIGN section 1).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+
+
+@dataclass
+class Col:
+    name: str  # the user-facing name (hidden columns start with `_rw_`)
+    type: str  # canonical SQL type (see dagster_rw.types)
+    hidden: bool = False
+
+
+def cname(i: int) -> str:
+    return f"c{i}"
+
+
+@dataclass(eq=False)
+class Node:
+    columns: list[Col] = field(default_factory=list)
+    stream_key: list[int] = field(default_factory=list)
+    id: int = -1
+
+    @property
+    def children(self) -> list["Node"]:
+        return []
+
+    def walk(self):
+        for c in self.children:
+            yield from c.walk()
+        yield self
+
+
+@dataclass(eq=False)
+class Scan(Node):
+    """The change stream of a table or view (`source`), read from its change log."""
+
+    source: str = ""
+
+
+@dataclass(eq=False)
+class Map(Node):
+    """Filter then project: stateless, applied to the delta alone."""
+
+    child: Node | None = None
+    exprs: list[exp.Expression] = field(default_factory=list)
+    where: exp.Expression | None = None
+
+    @property
+    def children(self):
+        return [self.child]
+
+
+@dataclass(eq=False)
+class Join(Node):
+    """An equi-join (inner, left, right or full), with an optional residual condition."""
+
+    left: Node | None = None
+    right: Node | None = None
+    kind: str = "inner"
+    left_keys: list[int] = field(default_factory=list)
+    right_keys: list[int] = field(default_factory=list)
+    residual: exp.Expression | None = None  # over the combined columns c0.. (left then right)
+
+    @property
+    def children(self):
+        return [self.left, self.right]
+
+
+@dataclass
+class Agg:
+    func: str  # count_star, count, sum, avg, min, max
+    arg: int | None = None  # child column
+    distinct: bool = False
+
+
+@dataclass(eq=False)
+class Aggregate(Node):
+    """GROUP BY (or a global aggregate when `group` is empty); output = group columns then aggregates."""
+
+    child: Node | None = None
+    group: list[int] = field(default_factory=list)
+    aggs: list[Agg] = field(default_factory=list)
+
+    @property
+    def children(self):
+        return [self.child]
+
+    @property
+    def is_global(self) -> bool:
+        return not self.group
+
+
+@dataclass(eq=False)
+class UnionAll(Node):
+    """Bag union; output = the visible columns, a branch number, then each branch's key columns."""
+
+    inputs: list[Node] = field(default_factory=list)
+    visible: int = 0
+
+    @property
+    def children(self):
+        return list(self.inputs)
+
+
+@dataclass
+class OrderKey:
+    column: int
+    desc: bool = False
+    nulls_first: bool = False
+
+
+@dataclass(eq=False)
+class TopN(Node):
+    """ORDER BY ... LIMIT n [OFFSET m]: the first rows of the child in that order (ties by stream key)."""
+
+    child: Node | None = None
+    order: list[OrderKey] = field(default_factory=list)
+    limit: int = 0
+    offset: int = 0
+
+    @property
+    def children(self):
+        return [self.child]
+
+
+def number_nodes(root: Node) -> Node:
+    for i, node in enumerate(root.walk()):
+        node.id = i
+    return root

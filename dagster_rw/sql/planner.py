@@ -1,0 +1,679 @@
+"""From a parsed SELECT to a logical plan: bind names, split joins, place aggregates, derive stream keys.
+
+Anything the incremental operators cannot maintain is refused here, at CREATE time, with a
+ProgrammingError that names the construct and its position.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+from sqlglot import exp
+
+from .. import types as sqltypes
+from ..engine.duck import DuckEngine, quote
+from ..errors import ProgrammingError, unsupported
+from .plan import Agg, Aggregate, Col, Join, Map, Node, OrderKey, Scan, TopN, UnionAll, cname, number_nodes
+
+AGG_FUNCS = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max"}
+_INT_TYPES = ("smallint", "integer", "bigint")
+
+
+@dataclass
+class Entry:
+    alias: str | None
+    name: str
+    index: int
+    group: int  # which FROM group the column came from (for comma-join planning)
+
+
+class Scope:
+    def __init__(self, entries: list[Entry]):
+        self.entries = entries
+
+    def shifted(self, by: int) -> "Scope":
+        return Scope([Entry(e.alias, e.name, e.index + by, e.group) for e in self.entries])
+
+    def resolve(self, col: exp.Column, ctx: "Planner") -> Entry:
+        name = col.name
+        table = col.table
+        if table:
+            found = [e for e in self.entries if e.alias == table and e.name == name]
+            if not found and not any(e.alias == table for e in self.entries):
+                raise ProgrammingError(f'missing FROM-clause entry for table "{table}"{ctx.where(col)}')
+        else:
+            found = [e for e in self.entries if e.name == name and not isinstance(e, _AliasOnly)]
+        if not found:
+            label = f"{table}.{name}" if table else name
+            raise ProgrammingError(f'column "{label}" does not exist{ctx.where(col)}')
+        if len(found) > 1:
+            raise ProgrammingError(f'column reference "{name}" is ambiguous{ctx.where(col)}')
+        return found[0]
+
+
+class Planner:
+    """Plans one query against a catalog. `resolve_object(name)` returns a CatalogObject or None."""
+
+    def __init__(self, resolve_object, sql: str, obj_name: str | None = None, engine: DuckEngine | None = None):
+        self.resolve_object = resolve_object
+        self.sql = sql
+        self.obj = obj_name
+        self.engine = engine or DuckEngine(threads=1)
+        self.inputs: list[str] = []
+        self.ctes: dict[str, exp.Expression] = {}
+        self._group_counter = 0
+
+    # -- helpers -------------------------------------------------------------------------------
+    def where(self, node) -> str:
+        from ..errors import _position
+
+        return _position(self.sql, node)
+
+    def refuse(self, construct: str, node=None) -> ProgrammingError:
+        return unsupported(construct, self.sql, node, self.obj)
+
+    def bind(self, expression: exp.Expression, scope: Scope, offset_map=None) -> exp.Expression:
+        """Rewrite column references to the node's positional names; refuse what cannot be maintained."""
+        for sub in expression.find_all(exp.Subquery, exp.Exists):
+            raise self.refuse("subqueries inside expressions", sub)
+        for w in expression.find_all(exp.Window):
+            raise self.refuse("window functions (OVER)", w)
+        for fn in expression.find_all(exp.Anonymous):
+            if fn.name.lower() in ("now", "random", "proctime", "current_timestamp", "gen_random_uuid"):
+                raise self.refuse(f"the non-deterministic function {fn.name}()", fn)
+        for fn in expression.find_all(exp.CurrentTimestamp, exp.Rand):
+            raise self.refuse(f"the non-deterministic function {fn.sql(dialect='postgres')}", fn)
+
+        def rewrite(node):
+            if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
+                entry = scope.resolve(node, self)
+                return exp.column(cname(entry.index))
+            return node
+
+        return expression.copy().transform(rewrite)
+
+    def describe(self, child: Node, exprs: list[exp.Expression], where: exp.Expression | None) -> list[str]:
+        """Result types of expressions over the child's columns, inferred by DuckDB on empty input."""
+        schema = pa.schema([pa.field(cname(i), sqltypes.arrow_type(c.type)) for i, c in enumerate(child.columns)])
+        empty = schema.empty_table()
+        select = ", ".join(f"{e.sql(dialect='duckdb')} AS {quote(f'o{i}')}" for i, e in enumerate(exprs))
+        cond = f" WHERE {where.sql(dialect='duckdb')}" if where is not None else ""
+        try:
+            described = self.engine.describe(f"SELECT {select} FROM t{cond}", t=empty)
+        except ProgrammingError as e:
+            raise ProgrammingError(f"in {self.obj!r}: {e}") from None
+        return [sqltypes.from_duckdb(t) for _, t in described]
+
+    # -- queries -------------------------------------------------------------------------------
+    def plan(self, query: exp.Expression) -> Node:
+        node, _names = self.plan_query(query)
+        return number_nodes(node)
+
+    def plan_query(self, query: exp.Expression) -> tuple[Node, list[str]]:
+        if isinstance(query, exp.Subquery):
+            return self.plan_query(query.this)
+        with_ = query.args.get("with_")
+        if with_ is not None:
+            if with_.args.get("recursive"):
+                raise self.refuse("WITH RECURSIVE", with_)
+            for cte in with_.expressions:
+                self.ctes[cte.alias_or_name] = cte.this
+        if isinstance(query, exp.Union):
+            return self.plan_union(query)
+        if isinstance(query, (exp.Except, exp.Intersect)):
+            raise self.refuse(type(query).__name__.upper(), query)
+        if not isinstance(query, exp.Select):
+            raise self.refuse(f"{type(query).__name__} as a query", query)
+        return self.plan_select(query)
+
+    def plan_union(self, query: exp.Union) -> tuple[Node, list[str]]:
+        parts = []
+
+        def flatten(q):
+            if isinstance(q, exp.Union) and not q.args.get("distinct") and not q.args.get("order") \
+                    and not q.args.get("limit"):
+                flatten(q.this)
+                flatten(q.expression)
+            else:
+                parts.append(q)
+
+        distinct = bool(query.args.get("distinct"))
+        if distinct:
+            parts = [query.this, query.expression]
+        else:
+            flatten(query.this)
+            flatten(query.expression)
+        planned = [self.plan_query(p) for p in parts]
+        first, names = planned[0]
+        width = len(names)
+        vis_types = [c.type for c in first.columns if not c.hidden]
+        inputs = []
+        for node, pnames in planned:
+            if len(pnames) != width:
+                raise ProgrammingError(f"each UNION query must have the same number of columns{self.where(query)}")
+            vis = [i for i, c in enumerate(node.columns) if not c.hidden]
+            casts = []
+            for j, i in enumerate(vis):
+                e = exp.column(cname(i))
+                if node.columns[i].type != vis_types[j]:
+                    e = exp.cast(e, sqltypes.duckdb_type(vis_types[j]), dialect="duckdb")
+                casts.append(e)
+            exprs = casts + [exp.column(cname(k)) for k in node.stream_key]
+            cols = [Col(n, t) for n, t in zip(names, vis_types)] + [
+                Col(f"_rw_k{j}", node.columns[k].type, True) for j, k in enumerate(node.stream_key)]
+            inputs.append(Map(columns=cols, stream_key=list(range(width, len(cols))), child=node, exprs=exprs))
+        columns = [Col(n, t) for n, t in zip(names, vis_types)] + [Col("_rw_branch", "integer", True)]
+        key = [width]
+        for b, m in enumerate(inputs):
+            for j in m.stream_key:
+                key.append(len(columns))
+                columns.append(Col(f"_rw_u{b}_{j - width}", m.columns[j].type, True))
+        node: Node = UnionAll(columns=columns, stream_key=key, inputs=inputs, visible=width)
+        if distinct:
+            node = self.distinct(node, width, names)
+        return self.order_limit(node, names, query, None)
+
+    def plan_select(self, q: exp.Select) -> tuple[Node, list[str]]:
+        for key in ("qualify", "windows", "connect", "prewhere"):
+            if q.args.get(key):
+                raise self.refuse(key.upper(), q.args[key])
+        if q.args.get("distinct") and q.args["distinct"].args.get("on"):
+            raise self.refuse("DISTINCT ON", q.args["distinct"])
+        if not q.args.get("from_"):
+            raise self.refuse("a materialized view without FROM", q)
+        conjuncts = list(_conjuncts(q.args["where"].this)) if q.args.get("where") else []
+        node, scope, conjuncts = self.plan_from(q, conjuncts)
+        if conjuncts:
+            cond = exp.and_(*[self.bind(c, scope) for c in conjuncts]) if len(conjuncts) > 1 \
+                else self.bind(conjuncts[0], scope)
+            _refuse_aggregates(self, cond, "WHERE")
+            node = self.map(node, [exp.column(cname(i)) for i in range(len(node.columns))], cond,
+                            [c.name for c in node.columns], keep_hidden=[c.hidden for c in node.columns])
+        select_items = self.expand_star(q.expressions, scope)
+        has_aggs = any(_find_aggs(e) for e, _ in select_items) or q.args.get("group") or q.args.get("having")
+        if has_aggs:
+            node, names = self.plan_aggregate(q, node, scope, select_items)
+        else:
+            exprs = [self.bind(e, scope) for e, _ in select_items]
+            names = [n for _, n in select_items]
+            order_extra = self.order_exprs_over_input(q, scope, select_items)
+            node = self.project(node, exprs, names, extra=order_extra)
+        if q.args.get("distinct"):
+            node = self.distinct(node, len(names), names)
+        return self.order_limit(node, names, q, select_items)
+
+    # -- FROM and joins ------------------------------------------------------------------------
+    def plan_from(self, q: exp.Select, conjuncts: list) -> tuple[Node, Scope, list]:
+        groups: list[tuple[Node, Scope]] = []
+        current = self.plan_item(q.args["from_"].this)
+        for j in q.args.get("joins") or []:
+            kind = (j.args.get("kind") or "").upper()
+            side = (j.args.get("side") or "").upper()
+            if j.args.get("method"):
+                raise self.refuse(f"{j.args['method']} joins", j)
+            if kind in ("SEMI", "ANTI"):
+                raise self.refuse(f"{kind} JOIN", j)
+            if j.args.get("on") is None and not j.args.get("using") and not side and kind in ("", "CROSS"):
+                groups.append(current)
+                current = self.plan_item(j.this)
+                continue
+            right = self.plan_item(j.this)
+            current = self.join_explicit(current, right, j, side or "INNER")
+        groups.append(current)
+        node, scope = groups[0]
+        remaining = groups[1:]
+        while remaining:
+            placed = False
+            for gi, (gnode, gscope) in enumerate(remaining):
+                shifted = gscope.shifted(len(node.columns))
+                both = Scope(scope.entries + shifted.entries)
+                keys, residual, rest = self.split_condition(conjuncts, scope, shifted, both, len(node.columns))
+                if keys:
+                    node = self.make_join(node, gnode, "inner", keys, residual, both)
+                    scope = both
+                    conjuncts = rest
+                    remaining.pop(gi)
+                    placed = True
+                    break
+            if not placed:
+                raise self.refuse("a join without an equality condition between its inputs (cross join)",
+                                  q.args["from_"])
+        return node, scope, conjuncts
+
+    def plan_item(self, item: exp.Expression) -> tuple[Node, Scope]:
+        self._group_counter += 1
+        group = self._group_counter
+        if isinstance(item, exp.Table):
+            if item.args.get("joins") or item.args.get("laterals"):
+                raise self.refuse("this FROM item", item)
+            name = item.name
+            alias = item.alias_or_name
+            if name in self.ctes and not item.db:
+                sub = Planner(self.resolve_object, self.sql, self.obj, self.engine)
+                sub.ctes = dict(self.ctes)
+                node, names = sub.plan_query(self.ctes[name])
+                self.inputs.extend(i for i in sub.inputs if i not in self.inputs)
+                return node, self.scope_of(node, names, alias, group)
+            obj = self.resolve_object(name)
+            if obj is None:
+                raise ProgrammingError(f'relation "{name}" does not exist{self.where(item)}')
+            if name not in self.inputs:
+                self.inputs.append(name)
+            columns = [Col(c.name, c.type, c.hidden) for c in obj.columns]
+            key = [i for i, c in enumerate(obj.columns) if c.name in obj.stream_key]
+            key.sort(key=lambda i: obj.stream_key.index(obj.columns[i].name))
+            node = Scan(columns=columns, stream_key=key, source=name)
+            col_alias = item.args.get("alias")
+            names = [c.name for c in obj.columns]
+            if col_alias is not None and col_alias.columns:
+                vis = [i for i, c in enumerate(obj.columns) if not c.hidden]
+                for j, ident in enumerate(col_alias.columns):
+                    names[vis[j]] = ident.name
+            entries = [Entry(alias, n, i, group) for i, n in enumerate(names) if not obj.columns[i].hidden]
+            return node, Scope(entries)
+        if isinstance(item, exp.Subquery):
+            sub = Planner(self.resolve_object, self.sql, self.obj, self.engine)
+            sub.ctes = dict(self.ctes)
+            node, names = sub.plan_query(item.this)
+            self.inputs.extend(i for i in sub.inputs if i not in self.inputs)
+            alias = item.alias_or_name or None
+            return node, self.scope_of(node, names, alias, group)
+        if isinstance(item, (exp.Unnest, exp.Lateral)):
+            raise self.refuse(type(item).__name__.upper(), item)
+        raise self.refuse(f"{item.sql(dialect='postgres')} in FROM", item)
+
+    def scope_of(self, node: Node, names: list[str], alias, group) -> Scope:
+        vis = [i for i, c in enumerate(node.columns) if not c.hidden]
+        return Scope([Entry(alias, names[j], i, group) for j, i in enumerate(vis)])
+
+    def join_explicit(self, left, right, j: exp.Join, side: str):
+        lnode, lscope = left
+        rnode, rscope = right
+        kind = {"INNER": "inner", "LEFT": "left", "RIGHT": "right", "FULL": "full"}.get(side)
+        if kind is None:
+            raise self.refuse(f"{side} JOIN", j)
+        shifted = rscope.shifted(len(lnode.columns))
+        both = Scope(lscope.entries + shifted.entries)
+        if j.args.get("using"):
+            keys = []
+            for ident in j.args["using"]:
+                le = lscope.resolve(exp.column(ident.name), self)
+                re_ = shifted.resolve(exp.column(ident.name), self)
+                keys.append((le.index, re_.index - len(lnode.columns)))
+            node = self.make_join(lnode, rnode, kind, keys, None, both)
+            # an unqualified USING column means the left one; the right one stays reachable by its alias
+            using = {ident.name for ident in j.args["using"]}
+            entries = list(lscope.entries) + [
+                _AliasOnly(e) if e.name in using else e for e in shifted.entries]
+            return node, Scope(entries)
+        cond = j.args.get("on")
+        conjuncts = list(_conjuncts(cond)) if cond is not None else []
+        keys, residual, rest = self.split_condition(conjuncts, lscope, shifted, both, len(lnode.columns))
+        if rest:
+            extra = exp.and_(*[self.bind(c, both) for c in rest])
+            residual = extra if residual is None else exp.and_(residual, extra)
+        if not keys:
+            raise self.refuse("a join without an equality condition (nested-loop join)", j)
+        return self.make_join(lnode, rnode, kind, keys, residual, both), both
+
+    def split_condition(self, conjuncts, lscope: Scope, rscope: Scope, both: Scope, nleft: int):
+        """Equality conjuncts between a left column and a right column become join keys; conjuncts over
+        both sides become the residual; the others are returned untouched."""
+        keys, residual_parts, rest = [], [], []
+        lidx = {e.index for e in lscope.entries}
+        ridx = {e.index for e in rscope.entries}
+        for c in conjuncts:
+            try:
+                refs = {both.resolve(col, self).index for col in c.find_all(exp.Column)}
+            except ProgrammingError:
+                rest.append(c)
+                continue
+            if not refs or refs <= lidx or refs <= ridx or not refs <= (lidx | ridx):
+                rest.append(c)
+                continue
+            if isinstance(c, exp.EQ) and isinstance(c.this, exp.Column) and isinstance(c.expression, exp.Column):
+                a = both.resolve(c.this, self).index
+                b = both.resolve(c.expression, self).index
+                if a in lidx and b in ridx:
+                    keys.append((a, b - nleft))
+                    continue
+                if b in lidx and a in ridx:
+                    keys.append((b, a - nleft))
+                    continue
+            residual_parts.append(self.bind(c, both))
+        residual = exp.and_(*residual_parts) if residual_parts else None
+        return keys, residual, rest
+
+    def make_join(self, left: Node, right: Node, kind: str, keys, residual, both: Scope) -> Join:
+        nl = len(left.columns)
+        columns = [Col(c.name, c.type, c.hidden) for c in left.columns] + \
+                  [Col(c.name, c.type, c.hidden) for c in right.columns]
+        key: list[int] = []
+        for k in [lk for lk, _ in keys] + left.stream_key + [nl + k for k in right.stream_key]:
+            if k not in key:
+                key.append(k)
+        if residual is not None:
+            _refuse_aggregates(self, residual, "JOIN conditions")
+        return Join(columns=columns, stream_key=key, left=left, right=right, kind=kind,
+                    left_keys=[lk for lk, _ in keys], right_keys=[rk for _, rk in keys], residual=residual)
+
+    # -- projections ---------------------------------------------------------------------------
+    def expand_star(self, items, scope: Scope) -> list[tuple[exp.Expression, str]]:
+        out = []
+        for item in items:
+            if isinstance(item, exp.Star):
+                for e in scope.entries:
+                    if not isinstance(e, _AliasOnly):
+                        out.append((exp.column(e.name, e.alias) if e.alias else exp.column(e.name), e.name))
+                continue
+            if isinstance(item, exp.Column) and isinstance(item.this, exp.Star):
+                table = item.table
+                found = [e for e in scope.entries if e.alias == table]
+                if not found:
+                    raise ProgrammingError(f'missing FROM-clause entry for table "{table}"{self.where(item)}')
+                out.extend((exp.column(e.name, e.alias), e.name) for e in found)
+                continue
+            out.append((item.unalias() if isinstance(item, exp.Alias) else item, _output_name(item)))
+        return out
+
+    def map(self, child: Node, exprs, where, names, keep_hidden=None) -> Map:
+        types = self.describe(child, exprs, where) if exprs else []
+        hidden = keep_hidden or [False] * len(exprs)
+        cols = [Col(n, t, h) for n, t, h in zip(names, types, hidden)]
+        # a pure filter keeps the child's stream key positions
+        key = list(child.stream_key) if all(
+            isinstance(e, exp.Column) and e.name == cname(i) for i, e in enumerate(exprs)) else []
+        return Map(columns=cols, stream_key=key, child=child, exprs=exprs, where=where)
+
+    def project(self, child: Node, exprs, names, extra=None, where=None) -> Map:
+        """Project `exprs` (visible) and carry the child's stream key, hidden where not projected."""
+        exprs = list(exprs)
+        names = list(names)
+        hidden = [False] * len(exprs)
+        for e in extra or []:
+            exprs.append(e)
+            names.append(f"_rw_o{len(exprs)}")
+            hidden.append(True)
+        key = []
+        for k in child.stream_key:
+            pos = next((i for i, e in enumerate(exprs)
+                        if isinstance(e, exp.Column) and e.name == cname(k) and not e.table), None)
+            if pos is None:
+                exprs.append(exp.column(cname(k)))
+                names.append(f"_rw_k{len(exprs)}")
+                hidden.append(True)
+                pos = len(exprs) - 1
+            key.append(pos)
+        node = self.map(child, exprs, where, names, hidden)
+        node.stream_key = key
+        return node
+
+    # -- aggregation ---------------------------------------------------------------------------
+    def plan_aggregate(self, q: exp.Select, node: Node, scope: Scope, select_items):
+        group_exprs = []
+        if q.args.get("group"):
+            g = q.args["group"]
+            if g.args.get("rollup") or g.args.get("cube") or g.args.get("grouping_sets"):
+                raise self.refuse("ROLLUP / CUBE / GROUPING SETS", g)
+            for e in g.expressions:
+                if isinstance(e, exp.Literal) and not e.is_string:
+                    e = select_items[int(e.name) - 1][0]
+                elif isinstance(e, exp.Column) and not e.table:
+                    alias = next((s for s, n in select_items if n == e.name), None)
+                    if alias is not None and not any(en.name == e.name for en in scope.entries):
+                        e = alias
+                group_exprs.append(e)
+        bound_groups = [self.bind(e, scope) for e in group_exprs]
+        # aggregate calls across SELECT, HAVING and ORDER BY
+        having = q.args["having"].this if q.args.get("having") else None
+        order_items = [o.this for o in q.args["order"].expressions] if q.args.get("order") else []
+        calls: list[exp.Expression] = []
+        for e in [s for s, _ in select_items] + ([having] if having is not None else []) + order_items:
+            for call in _find_aggs(e):
+                calls.append(call)
+        pre_exprs = list(bound_groups)
+        aggs: list[Agg] = []
+        agg_keys: list[str] = []
+        for call in calls:
+            func, arg, distinct = self.agg_parts(call)
+            bound_arg = self.bind(arg, scope) if arg is not None else None
+            if bound_arg is not None and _find_aggs(bound_arg):
+                raise ProgrammingError(f"aggregate function calls cannot be nested{self.where(call)}")
+            k = f"{func}|{distinct}|{bound_arg.sql() if bound_arg is not None else '*'}"
+            if k in agg_keys:
+                continue
+            agg_keys.append(k)
+            if bound_arg is not None:
+                pre_exprs.append(bound_arg)
+                aggs.append(Agg(func, len(pre_exprs) - 1, distinct))
+            else:
+                aggs.append(Agg("count_star", None, False))
+        pre_names = [f"_rw_g{i}" for i in range(len(bound_groups))] + \
+                    [f"_rw_a{i}" for i in range(len(pre_exprs) - len(bound_groups))]
+        pre = self.map(node, pre_exprs, None, pre_names) if pre_exprs else \
+            Map(columns=[], stream_key=[], child=node, exprs=[])
+        ng = len(bound_groups)
+        cols = [Col(f"_rw_g{i}", pre.columns[i].type) for i in range(ng)]
+        for i, a in enumerate(aggs):
+            cols.append(Col(f"_rw_agg{i}", self.agg_type(a, pre)))
+        agg_node = Aggregate(columns=cols, stream_key=list(range(ng)), child=pre, group=list(range(ng)), aggs=aggs)
+
+        # rewrite the outer expressions over the aggregate's output
+        group_sql = {g.sql(): i for i, g in enumerate(bound_groups)}
+
+        def over_agg(e: exp.Expression) -> exp.Expression:
+            def rewrite(n):
+                if type(n) in AGG_FUNCS:
+                    func, arg, distinct = self.agg_parts(n)
+                    barg = self.bind(arg, scope) if arg is not None else None
+                    k = f"{func}|{distinct}|{barg.sql() if barg is not None else '*'}"
+                    return exp.column(cname(ng + agg_keys.index(k)))
+                if isinstance(n, exp.Expression) and not isinstance(n, (exp.Literal, exp.Star)):
+                    try:
+                        s = self.bind(n, scope).sql()
+                    except ProgrammingError:
+                        s = None
+                    if s is not None and s in group_sql and (n.find(exp.Column) is not None):
+                        return exp.column(cname(group_sql[s]))
+                if isinstance(n, exp.Column) and not isinstance(n.this, exp.Star):
+                    raise ProgrammingError(
+                        f'column "{n.sql(dialect="postgres")}" must appear in the GROUP BY clause or be used '
+                        f'in an aggregate function{self.where(n)}')
+                return n
+
+            return _transform_top_down(e, rewrite)
+
+        out_exprs = [over_agg(e) for e, _ in select_items]
+        names = [n for _, n in select_items]
+        cond = over_agg(having) if having is not None else None
+        extra = []
+        if q.args.get("order") and q.args.get("limit") is not None:
+            for o in order_items:
+                if _order_target(o, select_items) is None:
+                    extra.append(over_agg(o))
+        node = self.project(agg_node, out_exprs, names, extra=extra, where=cond)
+        return node, names
+
+    def agg_parts(self, call: exp.Expression):
+        func = AGG_FUNCS[type(call)]
+        arg = call.this
+        distinct = False
+        if isinstance(arg, exp.Distinct):
+            if len(arg.expressions) != 1:
+                raise self.refuse("an aggregate over several DISTINCT arguments", call)
+            distinct = True
+            arg = arg.expressions[0]
+        if isinstance(arg, exp.Star):
+            if func != "count":
+                raise ProgrammingError(f"{func}(*) is not valid{self.where(call)}")
+            return "count_star", None, False
+        if distinct and func in ("min", "max"):
+            distinct = False  # MIN/MAX of distinct values is the same value
+        if distinct and func != "count":
+            raise self.refuse(f"{func.upper()}(DISTINCT ...)", call)
+        return func, arg, distinct
+
+    def agg_type(self, a: Agg, pre: Node) -> str:
+        if a.func in ("count", "count_star"):
+            return "bigint"
+        t = pre.columns[a.arg].type
+        if a.func in ("min", "max"):
+            return t
+        if a.func == "sum":
+            if t in _INT_TYPES:
+                return "bigint"
+            if t.startswith("numeric"):
+                scale = t[t.index(",") + 1:-1]
+                return f"numeric(38,{scale})"
+            if t in ("real", "double precision"):
+                return "double precision"
+            if t == "interval":
+                return "interval"
+            raise self.refuse(f"SUM over {t}")
+        if a.func == "avg":
+            if t in _INT_TYPES or t.startswith("numeric") or t in ("real", "double precision"):
+                return "double precision"
+            raise self.refuse(f"AVG over {t}")
+        raise self.refuse(a.func)
+
+    # -- DISTINCT, ORDER BY, LIMIT -------------------------------------------------------------
+    def distinct(self, node: Node, width: int, names: list[str]) -> Node:
+        vis = [i for i, c in enumerate(node.columns) if not c.hidden][:width]
+        pre = Map(columns=[Col(node.columns[i].name, node.columns[i].type) for i in vis], stream_key=[],
+                  child=node, exprs=[exp.column(cname(i)) for i in vis])
+        cols = [Col(n, c.type) for n, c in zip(names, pre.columns)]
+        return Aggregate(columns=cols, stream_key=list(range(width)), child=pre, group=list(range(width)), aggs=[])
+
+    def order_exprs_over_input(self, q, scope, select_items) -> list[exp.Expression]:
+        if not q.args.get("order") or q.args.get("limit") is None:
+            return []
+        out = []
+        for o in q.args["order"].expressions:
+            if _order_target(o.this, select_items) is None:
+                out.append(self.bind(o.this, scope))
+        return out
+
+    def order_limit(self, node: Node, names, q, select_items) -> tuple[Node, list[str]]:
+        limit = q.args.get("limit")
+        offset = q.args.get("offset")
+        if limit is None:
+            if offset is not None:
+                raise self.refuse("OFFSET without LIMIT", offset)
+            return node, names  # ORDER BY alone does not shape a materialized view
+        lim = _int_literal(self, limit.expression if isinstance(limit, exp.Limit) else limit, "LIMIT")
+        off = _int_literal(self, offset.expression, "OFFSET") if offset is not None else 0
+        order = []
+        extra_pos = [i for i, c in enumerate(node.columns) if c.hidden and c.name.startswith("_rw_o")]
+        if q.args.get("order"):
+            for o in q.args["order"].expressions:
+                target = _order_target(o.this, select_items) if select_items is not None else None
+                if target is None and select_items is None:
+                    target = _union_order_target(o.this, names)
+                if target is None:
+                    if not extra_pos:
+                        raise self.refuse("ORDER BY an expression that is not in the select list", o)
+                    target = extra_pos.pop(0)
+                desc = bool(o.args.get("desc"))
+                nulls_first = o.args.get("nulls_first")
+                if nulls_first is None:
+                    nulls_first = desc  # PostgreSQL: NULLs sort as the largest value
+                order.append(OrderKey(target, desc, bool(nulls_first)))
+        top = TopN(columns=list(node.columns), stream_key=list(node.stream_key), child=node, order=order,
+                   limit=lim, offset=off)
+        return top, names
+
+
+class _AliasOnly(Entry):
+    """A column reachable only when qualified by its table alias (the right side of USING)."""
+
+    def __init__(self, e: Entry):
+        super().__init__(e.alias, e.name, e.index, e.group)
+
+
+def _conjuncts(cond):
+    if isinstance(cond, exp.And):
+        yield from _conjuncts(cond.this)
+        yield from _conjuncts(cond.expression)
+    elif isinstance(cond, exp.Paren):
+        yield from _conjuncts(cond.this)
+    else:
+        yield cond
+
+
+def _find_aggs(e: exp.Expression) -> list[exp.Expression]:
+    found = []
+    for n in e.walk():
+        if type(n) in AGG_FUNCS:
+            found.append(n)
+        elif isinstance(n, exp.AggFunc):
+            raise unsupported(f"the aggregate function {n.sql(dialect='postgres')}", None, None)
+        elif isinstance(n, exp.Filter):
+            raise unsupported("aggregate FILTER (WHERE ...)", None, None)
+    return found
+
+
+def _refuse_aggregates(planner: Planner, e: exp.Expression, where: str) -> None:
+    for n in e.walk():
+        if type(n) in AGG_FUNCS:
+            raise ProgrammingError(f"aggregate functions are not allowed in {where}{planner.where(n)}")
+
+
+def _output_name(item: exp.Expression) -> str:
+    if isinstance(item, exp.Alias):
+        return item.alias
+    if isinstance(item, exp.Column):
+        return item.name
+    if isinstance(item, exp.Cast) and isinstance(item.this, exp.Column):
+        return item.this.name
+    if type(item) in AGG_FUNCS:
+        return AGG_FUNCS[type(item)]
+    if isinstance(item, exp.Anonymous):
+        return item.name.lower()
+    if isinstance(item, exp.Func) and not isinstance(item, exp.Case):
+        return item.sql_name().lower()
+    if isinstance(item, exp.Case):
+        return "case"
+    return "?column?"
+
+
+def _order_target(o: exp.Expression, select_items) -> int | None:
+    if select_items is None:
+        return None
+    if isinstance(o, exp.Literal) and not o.is_string:
+        return int(o.name) - 1
+    if isinstance(o, exp.Column) and not o.table:
+        for i, (_, n) in enumerate(select_items):
+            if n == o.name:
+                return i
+    for i, (e, _) in enumerate(select_items):
+        if e == o:
+            return i
+    return None
+
+
+def _union_order_target(o: exp.Expression, names) -> int | None:
+    if isinstance(o, exp.Literal) and not o.is_string:
+        return int(o.name) - 1
+    if isinstance(o, exp.Column) and o.name in names:
+        return names.index(o.name)
+    return None
+
+
+def _int_literal(planner: Planner, e, what: str) -> int:
+    if isinstance(e, exp.Literal) and not e.is_string:
+        return int(e.name)
+    raise planner.refuse(f"a non-constant {what}", e)
+
+
+def _transform_top_down(e: exp.Expression, fn) -> exp.Expression:
+    """Replace nodes top-down: once a node is replaced, its children are not visited."""
+    new = fn(e)
+    if new is not e:
+        return new
+    e = e.copy()
+    for key, value in list(e.args.items()):
+        if isinstance(value, exp.Expression):
+            e.set(key, _transform_top_down(value, fn))
+        elif isinstance(value, list):
+            e.set(key, [_transform_top_down(v, fn) if isinstance(v, exp.Expression) else v for v in value])
+    return e

@@ -1,0 +1,275 @@
+"""Statements of the PostgreSQL / RisingWave dialect: splitting a script and classifying each statement.
+
+sqlglot parses the bodies; the few RisingWave words sqlglot does not know (APPEND ONLY, FLUSH, SHOW,
+EXPLAIN, EMIT ON WINDOW CLOSE) are recognised here from sqlglot's own tokens.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.dialects.risingwave import RisingWave
+from sqlglot.errors import ParseError, TokenError
+from sqlglot.tokens import TokenType
+
+from .. import types as sqltypes
+from ..errors import ProgrammingError, unsupported
+from ..storage.catalog import Column
+
+DIALECT = "risingwave"
+_DIALECT = RisingWave()
+
+
+@dataclass
+class Statement:
+    sql: str
+
+
+@dataclass
+class CreateTable(Statement):
+    name: str = ""
+    columns: list[Column] = field(default_factory=list)
+    pk: list[str] = field(default_factory=list)
+    append_only: bool = False
+    if_not_exists: bool = False
+    as_query: exp.Expression | None = None
+
+
+@dataclass
+class CreateView(Statement):
+    name: str = ""
+    query: exp.Expression | None = None
+    if_not_exists: bool = False
+
+
+@dataclass
+class Drop(Statement):
+    kind: str = ""
+    name: str = ""
+    if_exists: bool = False
+
+
+@dataclass
+class Insert(Statement):
+    table: str = ""
+    columns: list[str] | None = None
+    source: exp.Expression | None = None
+
+
+@dataclass
+class Update(Statement):
+    table: str = ""
+    assignments: list[tuple[str, exp.Expression]] = field(default_factory=list)
+    where: exp.Expression | None = None
+
+
+@dataclass
+class Delete(Statement):
+    table: str = ""
+    where: exp.Expression | None = None
+
+
+@dataclass
+class Flush(Statement):
+    pass
+
+
+@dataclass
+class SetVar(Statement):
+    name: str = ""
+    value: str = ""
+
+
+@dataclass
+class Show(Statement):
+    what: str = ""
+
+
+@dataclass
+class Describe(Statement):
+    name: str = ""
+
+
+@dataclass
+class Explain(Statement):
+    inner: Statement | None = None
+
+
+@dataclass
+class Query(Statement):
+    query: exp.Expression | None = None
+
+
+def split(script: str) -> list[str]:
+    """Split a script into statements at top-level semicolons (comments and strings respected)."""
+    try:
+        tokens = _DIALECT.tokenize(script)
+    except TokenError as e:
+        raise ProgrammingError(f"syntax error: {e}") from None
+    out, start = [], 0
+    for t in tokens:
+        if t.token_type == TokenType.SEMICOLON:
+            text = script[start:t.start].strip()
+            if text:
+                out.append(text)
+            start = t.end + 1
+    tail = script[start:].strip()
+    if tail and _DIALECT.tokenize(tail):
+        out.append(tail)
+    return out
+
+
+def _words(sql: str) -> list[str]:
+    return [t.text.upper() for t in _DIALECT.tokenize(sql)]
+
+
+def _parse(sql: str) -> exp.Expression:
+    try:
+        return sqlglot.parse_one(sql, read=DIALECT)
+    except ParseError as e:
+        err = e.errors[0] if e.errors else {}
+        where = f" (line {err.get('line')}, column {err.get('col')})" if err.get("line") else ""
+        raise ProgrammingError(f"syntax error{where}: {err.get('description', str(e))}") from None
+
+
+def parse(sql: str) -> Statement:
+    sql = sql.strip().rstrip(";").strip()
+    words = _words(sql)
+    if not words:
+        raise ProgrammingError("empty statement")
+    head = words[0]
+    if head == "FLUSH" and len(words) == 1:
+        return Flush(sql)
+    if head == "EXPLAIN":
+        toks = _DIALECT.tokenize(sql)
+        return Explain(sql, inner=parse(sql[toks[0].end + 1:]))
+    if head == "SHOW":
+        return Show(sql, what=" ".join(words[1:]))
+    if head in ("DESCRIBE", "DESC"):
+        return Describe(sql, name=words[1].lower() if len(words) > 1 else "")
+    if head == "SET":
+        return _parse_set(sql, words)
+    if head == "CREATE":
+        return _parse_create(sql, words)
+    if head == "DROP":
+        return _parse_drop(sql, words)
+    tree = _parse(sql)
+    if isinstance(tree, exp.Insert):
+        return _parse_insert(sql, tree)
+    if isinstance(tree, exp.Update):
+        if tree.args.get("from_") or tree.args.get("returning"):
+            raise unsupported("UPDATE ... FROM / RETURNING", sql, tree)
+        assigns = [(a.this.name, a.expression) for a in tree.expressions]
+        where = tree.args["where"].this if tree.args.get("where") else None
+        return Update(sql, table=tree.this.name, assignments=assigns, where=where)
+    if isinstance(tree, exp.Delete):
+        if tree.args.get("using") or tree.args.get("returning"):
+            raise unsupported("DELETE ... USING / RETURNING", sql, tree)
+        where = tree.args["where"].this if tree.args.get("where") else None
+        return Delete(sql, table=tree.this.name, where=where)
+    if isinstance(tree, (exp.Select, exp.Union, exp.Except, exp.Intersect, exp.Subquery)):
+        return Query(sql, query=tree)
+    raise unsupported(f"the statement {head}", sql, tree)
+
+
+def _parse_set(sql: str, words: list[str]) -> SetVar:
+    toks = _DIALECT.tokenize(sql)
+    if len(toks) < 3:
+        raise ProgrammingError(f"syntax error in SET: {sql!r}")
+    name = toks[1].text.lower()
+    i = 2
+    if toks[i].text.upper() in ("TO", "=") or toks[i].token_type == TokenType.EQ:
+        i += 1
+    value = " ".join(t.text for t in toks[i:]).strip("'\"").lower()
+    return SetVar(sql, name=name, value=value)
+
+
+def _parse_drop(sql: str, words: list[str]) -> Drop:
+    if words[1] == "TABLE":
+        kind, at = "table", 2
+    elif words[1:3] == ["MATERIALIZED", "VIEW"]:
+        kind, at = "materialized_view", 3
+    else:
+        raise unsupported(f"DROP {words[1]}", sql)
+    if_exists = words[at:at + 2] == ["IF", "EXISTS"]
+    tree = _parse(sql)
+    name = tree.args["tables"][0].name if tree.args.get("tables") else tree.this.name
+    return Drop(sql, kind=kind, name=name, if_exists=if_exists)
+
+
+def _parse_create(sql: str, words: list[str]) -> Statement:
+    if words[1:3] == ["MATERIALIZED", "VIEW"]:
+        if words[-4:] == ["EMIT", "ON", "WINDOW", "CLOSE"]:
+            raise unsupported("EMIT ON WINDOW CLOSE", sql)
+        tree = _parse(sql)
+        return CreateView(sql, name=tree.this.name, query=tree.expression,
+                          if_not_exists=bool(tree.args.get("exists")))
+    if words[1] == "TABLE":
+        return _parse_create_table(sql, words)
+    what = " ".join(words[1:3]) if words[1] in ("MATERIALIZED", "OR") else words[1]
+    raise unsupported(f"CREATE {what}", sql)
+
+
+def _parse_create_table(sql: str, words: list[str]) -> CreateTable:
+    append_only = words[-2:] == ["APPEND", "ONLY"]
+    body = sql
+    if append_only:
+        toks = _DIALECT.tokenize(sql)
+        body = sql[:toks[-2].start].rstrip()
+    if "WITH" in words and "CONNECTOR" in words:
+        raise unsupported("CREATE TABLE ... WITH (connector = ...) (Kafka sources come in a later release)", sql)
+    tree = _parse(body)
+    if not isinstance(tree, exp.Create):
+        raise unsupported("this form of CREATE TABLE", sql, tree)
+    if tree.expression is not None:
+        raise unsupported("CREATE TABLE ... AS SELECT", sql, tree)
+    schema = tree.this
+    name = schema.this.name if isinstance(schema, exp.Schema) else schema.name
+    columns: list[Column] = []
+    pk: list[str] = []
+    for item in schema.expressions if isinstance(schema, exp.Schema) else []:
+        if isinstance(item, exp.ColumnDef):
+            cname = item.this.name
+            if item.args.get("kind") is None:
+                raise ProgrammingError(f'column "{cname}" of {name!r} has no type')
+            columns.append(Column(cname, sqltypes.canonical(item.args["kind"], name, cname)))
+            for c in item.args.get("constraints") or []:
+                if isinstance(c.kind, exp.PrimaryKeyColumnConstraint):
+                    pk.append(cname)
+                elif isinstance(c.kind, (exp.NotNullColumnConstraint,)):
+                    pass
+                else:
+                    raise unsupported(f"the column constraint {c.sql(dialect='postgres')}", sql, c)
+        elif isinstance(item, exp.PrimaryKey):
+            if pk:
+                raise ProgrammingError(f"multiple primary keys for table {name!r} are not allowed")
+            pk = [e.name for e in item.expressions]
+        else:
+            raise unsupported(f"{item.sql(dialect='postgres')} in CREATE TABLE", sql, item)
+    names = [c.name for c in columns]
+    if len(set(names)) != len(names):
+        raise ProgrammingError(f"column specified more than once in {name!r}")
+    for k in pk:
+        if k not in names:
+            raise ProgrammingError(f'column "{k}" named in key does not exist in {name!r}')
+    return CreateTable(sql, name=name, columns=columns, pk=pk, append_only=append_only,
+                       if_not_exists=bool(tree.args.get("exists")))
+
+
+def _parse_insert(sql: str, tree: exp.Insert) -> Insert:
+    target = tree.this
+    cols = None
+    if isinstance(target, exp.Schema):
+        cols = [i.name for i in target.expressions]
+        target = target.this
+    if tree.args.get("returning") or tree.args.get("conflict"):
+        raise unsupported("INSERT ... ON CONFLICT / RETURNING", sql, tree)
+    return Insert(sql, table=target.name, columns=cols, source=tree.expression)
+
+
+def view_query(sql: str) -> exp.Expression:
+    """The query of a stored CREATE MATERIALIZED VIEW statement."""
+    st = parse(sql)
+    assert isinstance(st, CreateView)
+    return st.query

@@ -1,0 +1,106 @@
+"""An object's manifest: the epoch it committed and the immutable files that hold its state and change log.
+
+A new version of the manifest is the one atomic act of a step: until it is committed, nothing the
+step wrote is visible; files of a step that never committed are garbage.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+
+from . import versioned
+from .object_store import ObjectStore
+
+
+@dataclass
+class SstFile:
+    """One immutable, key-sorted Parquet file covering the epochs (epoch_from, epoch_to]."""
+
+    key: str
+    epoch_from: int
+    epoch_to: int
+    rows: int
+    bytes: int
+
+    @classmethod
+    def from_json(cls, d: dict) -> "SstFile":
+        return cls(**d)
+
+
+@dataclass
+class Manifest:
+    object: str
+    version: int = 0
+    epoch: int = 0  # committed epoch
+    state: dict[str, list[SstFile]] = field(default_factory=dict)  # state table -> files, oldest first
+    changelog: list[SstFile] = field(default_factory=list)  # oldest first
+    garbage: list[dict] = field(default_factory=list)  # files no longer listed, deleted after a grace period
+    stats: dict = field(default_factory=dict)  # figures of the last step, for status and Dagster metadata
+    positions: dict = field(default_factory=dict)  # per-input positions (sources, sinks)
+
+    @property
+    def exists(self) -> bool:
+        return self.version > 0
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Manifest":
+        return cls(
+            object=d["object"],
+            version=d["version"],
+            epoch=d["epoch"],
+            state={k: [SstFile.from_json(f) for f in v] for k, v in d.get("state", {}).items()},
+            changelog=[SstFile.from_json(f) for f in d.get("changelog", [])],
+            garbage=d.get("garbage", []),
+            stats=d.get("stats", {}),
+            positions=d.get("positions", {}),
+        )
+
+    def state_rows(self) -> int:
+        return sum(f.rows for files in self.state.values() for f in files)
+
+    def state_bytes(self) -> int:
+        return sum(f.bytes for files in self.state.values() for f in files)
+
+    def sst_count(self) -> int:
+        return sum(len(files) for files in self.state.values()) + len(self.changelog)
+
+
+def manifest_prefix(obj: str) -> str:
+    return f"objects/{obj}/manifest"
+
+
+def load(store: ObjectStore, obj: str) -> Manifest:
+    version, doc = versioned.latest(store, manifest_prefix(obj))
+    if doc is None:
+        return Manifest(object=obj)
+    return Manifest.from_json(doc)
+
+
+def commit(store: ObjectStore, manifest: Manifest, dropped: list[str], grace_seconds: float) -> Manifest:
+    """Publish the next version of `manifest`; files it no longer lists become garbage.
+
+    Garbage older than the grace period is deleted after the commit (a reader that loaded an older
+    version a moment ago can still finish reading it).
+    """
+    now = time.time()
+    keep, expired = [], []
+    for g in manifest.garbage:
+        (expired if now - g["dropped_at"] >= grace_seconds else keep).append(g)
+    keep.extend({"key": k, "dropped_at": now} for k in dropped)
+    nxt = Manifest(
+        object=manifest.object, version=manifest.version + 1, epoch=manifest.epoch, state=manifest.state,
+        changelog=manifest.changelog, garbage=keep, stats=manifest.stats, positions=manifest.positions,
+    )
+    versioned.commit(store, manifest_prefix(manifest.object), nxt.version, nxt.to_json(),
+                     f"commit of {manifest.object!r}")
+    for g in expired:
+        store.delete(g["key"])
+    if grace_seconds <= 0:
+        for k in dropped:
+            store.delete(k)
+        nxt.garbage = []
+    return nxt

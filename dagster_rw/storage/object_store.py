@@ -1,0 +1,190 @@
+"""The object store under a warehouse: a local folder or an S3 prefix, with an atomic put-if-absent.
+
+Every commit in dagster-rw (catalog versions, epochs, manifests) is a put-if-absent of a new
+versioned key: an atomic hard link on local disk, a conditional put (IfNoneMatch) on S3.
+Data files are immutable once written, so a local cache of S3 objects never goes stale.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+import uuid
+from urllib.parse import urlparse
+
+from ..errors import OperationalError
+
+
+class ObjectStore:
+    url: str
+
+    def read_bytes(self, key: str) -> bytes: ...
+    def write_bytes(self, key: str, data: bytes) -> None: ...
+    def put_if_absent(self, key: str, data: bytes) -> bool: ...
+    def list(self, prefix: str) -> list[str]: ...
+    def delete(self, key: str) -> None: ...
+    def exists(self, key: str) -> bool: ...
+    def local_path(self, key: str) -> str: ...
+    def upload_file(self, path: str, key: str) -> None: ...
+
+    def scratch_dir(self) -> str:
+        d = os.path.join(tempfile.gettempdir(), "dagster_rw_scratch")
+        os.makedirs(d, exist_ok=True)
+        return d
+
+
+class LocalStore(ObjectStore):
+    def __init__(self, root: str):
+        self.root = os.path.abspath(root)
+        self.url = self.root
+        os.makedirs(self.root, exist_ok=True)
+
+    def _path(self, key: str) -> str:
+        return os.path.join(self.root, key)
+
+    def read_bytes(self, key: str) -> bytes:
+        with open(self._path(key), "rb") as f:
+            return f.read()
+
+    def write_bytes(self, key: str, data: bytes) -> None:
+        path = self._path(key)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        path = self._path(key)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, path)  # atomic, and fails if the key exists
+            return True
+        except FileExistsError:
+            return False
+        finally:
+            os.unlink(tmp)
+
+    def list(self, prefix: str) -> list[str]:
+        base = self._path(prefix)
+        if not os.path.isdir(base):
+            return []
+        out = []
+        for dirpath, _dirs, files in os.walk(base):
+            for name in files:
+                if name.endswith(".tmp"):
+                    continue
+                full = os.path.join(dirpath, name)
+                out.append(os.path.relpath(full, self.root).replace(os.sep, "/"))
+        return sorted(out)
+
+    def delete(self, key: str) -> None:
+        try:
+            os.unlink(self._path(key))
+        except FileNotFoundError:
+            pass
+
+    def exists(self, key: str) -> bool:
+        return os.path.exists(self._path(key))
+
+    def local_path(self, key: str) -> str:
+        return self._path(key)
+
+    def upload_file(self, path: str, key: str) -> None:
+        dest = self._path(key)
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        shutil.move(path, dest)
+
+
+class S3Store(ObjectStore):
+    def __init__(self, url: str, endpoint_url: str | None = None, client=None, cache_dir: str | None = None):
+        import boto3
+
+        parsed = urlparse(url)
+        self.url = url
+        self.bucket = parsed.netloc
+        self.prefix = parsed.path.strip("/")
+        self.client = client or boto3.client("s3", endpoint_url=endpoint_url)
+        digest = hashlib.sha1(url.encode()).hexdigest()[:12]
+        self.cache_dir = cache_dir or os.path.join(tempfile.gettempdir(), "dagster_rw_cache", digest)
+        os.makedirs(self.cache_dir, exist_ok=True)
+
+    def _key(self, key: str) -> str:
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def read_bytes(self, key: str) -> bytes:
+        try:
+            return self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"].read()
+        except self.client.exceptions.NoSuchKey as e:
+            raise FileNotFoundError(key) from e
+
+    def write_bytes(self, key: str, data: bytes) -> None:
+        self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        from botocore.exceptions import ClientError
+
+        try:
+            self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, IfNoneMatch="*")
+            return True
+        except ClientError as e:
+            code = e.response.get("Error", {}).get("Code", "")
+            if code in ("PreconditionFailed", "ConditionalRequestConflict", "412", "409"):
+                return False
+            raise OperationalError(f"S3 put of {self.url}/{key} failed: {code}") from e
+
+    def list(self, prefix: str) -> list[str]:
+        out = []
+        full = self._key(prefix)
+        strip = len(self.prefix) + 1 if self.prefix else 0
+        paginator = self.client.get_paginator("list_objects_v2")
+        for page in paginator.paginate(Bucket=self.bucket, Prefix=full):
+            for item in page.get("Contents", []):
+                out.append(item["Key"][strip:])
+        return sorted(out)
+
+    def delete(self, key: str) -> None:
+        self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
+
+    def exists(self, key: str) -> bool:
+        from botocore.exceptions import ClientError
+
+        try:
+            self.client.head_object(Bucket=self.bucket, Key=self._key(key))
+            return True
+        except ClientError:
+            return False
+
+    def local_path(self, key: str) -> str:
+        """A local copy of an immutable object, downloaded once into the cache."""
+        path = os.path.join(self.cache_dir, key)
+        if not os.path.exists(path):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+            self.client.download_file(self.bucket, self._key(key), tmp)
+            os.replace(tmp, path)
+        return path
+
+    def upload_file(self, path: str, key: str) -> None:
+        self.client.upload_file(path, self.bucket, self._key(key))
+        cached = os.path.join(self.cache_dir, key)
+        os.makedirs(os.path.dirname(cached), exist_ok=True)
+        shutil.move(path, cached)
+
+
+def open_store(warehouse: str | None, s3_endpoint_url: str | None = None) -> ObjectStore:
+    if warehouse is None:
+        warehouse = os.path.join(os.getcwd(), ".dagster_rw")
+    if warehouse.startswith("s3://"):
+        return S3Store(warehouse, endpoint_url=s3_endpoint_url)
+    if warehouse.startswith("file://"):
+        warehouse = urlparse(warehouse).path
+    return LocalStore(warehouse)
