@@ -40,11 +40,17 @@ def connect(warehouse: str | None = None, spark=None, **options) -> "Connection"
 class Connection:
     def __init__(self, store, spark, options):
         self.engine = DuckEngine()
-        self.wh = Warehouse(store, self.engine, **options)
+        self.wh = Warehouse(store, self.engine, spark_engine=self._make_spark_engine, **options)
         self.spark = spark
         self.options = options
         self.implicit_flush = False
         self.closed = False
+
+    def _make_spark_engine(self):
+        from .engine.spark import SparkEngine, session_for
+
+        self.spark = session_for(self.spark)
+        return SparkEngine(self.spark)
 
     # -- PEP 249 -------------------------------------------------------------------------------
     def cursor(self) -> "Cursor":

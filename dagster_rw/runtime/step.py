@@ -36,17 +36,17 @@ def changelog_schema(obj: CatalogObject) -> pa.Schema:
     return object_schema(obj).append(pa.field(W, pa.int64()))
 
 
-def output_table(wh, obj: CatalogObject, m: Manifest) -> StateTable:
-    return StateTable(wh.store, wh.engine, f"objects/{obj.name}/state/{OUTPUT}", list(obj.stream_key),
+def output_table(wh, obj: CatalogObject, m: Manifest, engine=None) -> StateTable:
+    return StateTable(wh.store, engine or wh.engine, f"objects/{obj.name}/state/{OUTPUT}", list(obj.stream_key),
                       object_schema(obj), m.state.get(OUTPUT, []))
 
 
 class StepContext:
     """What operators see of a step: the engine, their state tables, and the input deltas."""
 
-    def __init__(self, wh, obj: CatalogObject, m: Manifest, target: int, backfill: bool):
+    def __init__(self, wh, obj: CatalogObject, m: Manifest, target: int, backfill: bool, engine):
         self.wh = wh
-        self.engine = wh.engine
+        self.engine = engine
         self.obj = obj
         self.manifest = m
         self.target = target
@@ -67,7 +67,7 @@ class StepContext:
         cols = [c.name for c in src.columns]
         if self.backfill:
             rel = self.engine.sql(f"SELECT {col_list(cols)}, CAST(1 AS BIGINT) AS {W} FROM s",
-                                  s=output_table(self.wh, src, sm).read_all())
+                                  s=output_table(self.wh, src, sm, self.engine).read_all())
         else:
             files = [f for f in sm.changelog if f.epoch_from >= self.manifest.epoch and f.epoch_to <= self.target]
             scan = ParquetScan(tuple(self.wh.store.local_path(f.key) for f in files), changelog_schema(src))
@@ -103,10 +103,10 @@ def refresh_view(wh, obj: CatalogObject, plan) -> int:
         if target <= m.epoch:
             return m.epoch
     t0 = time.perf_counter()
-    ctx = StepContext(wh, obj, m, target, backfill)
+    ctx = StepContext(wh, obj, m, target, backfill, wh.step_engine(_input_rows(wh, obj, m, backfill, target)))
     root_delta = dataflow.run(plan, ctx)
     cols = [c.name for c in obj.columns]
-    named = wh.engine.sql(
+    named = ctx.engine.sql(
         f"SELECT {', '.join(f'c{i} AS {quote(n)}' for i, n in enumerate(cols))}, {W} FROM d", d=root_delta)
     return _commit_output(wh, obj, m, ctx, named, start, target, t0)
 
@@ -119,12 +119,28 @@ def refresh_table(wh, obj: CatalogObject) -> int:
         return committed
     t0 = time.perf_counter()
     batches = epochs.batches_for(wh.store, obj.name, committed, target)
-    ctx = StepContext(wh, obj, m, target, False)
-    delta = apply_batches(wh, obj, m, batches)
-    ctx.rows_in = wh.engine.num_rows(delta) if delta is not None else 0
+    ctx = StepContext(wh, obj, m, target, False, wh.step_engine(_batch_rows(wh, batches)))
+    delta = apply_batches(wh, obj, m, batches, ctx.engine)
+    ctx.rows_in = ctx.engine.num_rows(delta) if delta is not None else 0
     if delta is None:
-        delta = wh.engine.from_arrow(changelog_schema(obj).empty_table())
+        delta = ctx.engine.from_arrow(changelog_schema(obj).empty_table())
     return _commit_output(wh, obj, m, ctx, delta, committed, target, t0)
+
+
+def _input_rows(wh, obj: CatalogObject, m: Manifest, backfill: bool, target: int) -> int:
+    """How many change rows a step will read (from manifests alone), to pick its engine."""
+    total = 0
+    for name in obj.inputs:
+        im = wh.manifest(name)
+        if backfill:
+            total += sum(f.rows for f in im.state.get(OUTPUT, []))
+        else:
+            total += sum(f.rows for f in im.changelog if f.epoch_from >= m.epoch and f.epoch_to <= target)
+    return total
+
+
+def _batch_rows(wh, keys: list[str]) -> int:
+    return sum(pq.ParquetFile(wh.store.local_path(k)).metadata.num_rows for k in keys)
 
 
 def read_batches(wh, obj: CatalogObject, keys: list[str]) -> pa.Table | None:
@@ -139,21 +155,22 @@ def read_batches(wh, obj: CatalogObject, keys: list[str]) -> pa.Table | None:
     return pa.concat_tables(tables, promote_options="default")
 
 
-def apply_batches(wh, obj: CatalogObject, m: Manifest, keys: list[str]):
+def apply_batches(wh, obj: CatalogObject, m: Manifest, keys: list[str], engine=None):
     """The table's change for a list of staged batches: per key the last operation wins; an
     upsert replaces the row with that key; a delete removes it."""
+    engine = engine or wh.engine
     staged = read_batches(wh, obj, keys)
     if staged is None or staged.num_rows == 0:
         return None
     pk = list(obj.stream_key)
     cols = [c.name for c in obj.columns]
-    last = wh.engine.sql(
+    last = engine.sql(
         f"SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY {col_list(pk)} ORDER BY _batch DESC, _seq DESC) "
         f"AS _rn FROM s) x WHERE _rn = 1", s=staged)
-    old = output_table(wh, obj, m).lookup(last, pk)
-    return wh.engine.sql(
+    old = output_table(wh, obj, m, engine).lookup(last, pk)
+    return engine.sql(
         consolidate_sql(cols, "u"),
-        u=wh.engine.sql(
+        u=engine.sql(
             f"SELECT {col_list(cols)}, CAST(-1 AS BIGINT) AS {W} FROM o UNION ALL "
             f"SELECT {col_list(cols)}, CAST(1 AS BIGINT) AS {W} FROM l WHERE _op = 1",
             o=old, l=last))
@@ -161,11 +178,11 @@ def apply_batches(wh, obj: CatalogObject, m: Manifest, keys: list[str]):
 
 def _commit_output(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, delta, start: int, target: int,
                    t0: float) -> int:
-    engine = wh.engine
+    engine = ctx.engine
     cols = [c.name for c in obj.columns]
     key = list(obj.stream_key)
-    _check_unique_key(wh, obj, delta, key)
-    out = output_table(wh, obj, m)
+    _check_unique_key(engine, obj, delta, key)
+    out = output_table(wh, obj, m, engine)
     out.stage(engine.sql(state_upsert_sql(cols, key), d=delta))
     state = dict(m.state)
     dropped: list[str] = []
@@ -180,9 +197,10 @@ def _commit_output(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, delta,
     changelog = list(m.changelog)
     counts = engine.sql(
         f"SELECT coalesce(sum(CASE WHEN {W} > 0 THEN {W} END), 0) AS ins, "
-        f"coalesce(-sum(CASE WHEN {W} < 0 THEN {W} END), 0) AS del FROM d", d=delta).to_pylist()[0]
+        f"coalesce(-sum(CASE WHEN {W} < 0 THEN {W} END), 0) AS del FROM d", d=delta)
+    counts = engine.to_arrow(counts).to_pylist()[0]
     if counts["ins"] or counts["del"]:
-        changelog.append(_write_changelog(wh, obj, delta, start, target))
+        changelog.append(_write_changelog(wh, engine, obj, delta, start, target))
     # change files every consumer has read are no longer needed
     watermark = wh.consumer_watermark(obj.name, target)
     keep = [f for f in changelog if f.epoch_to > watermark]
@@ -203,25 +221,25 @@ def _commit_output(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, delta,
     return target
 
 
-def _write_changelog(wh, obj: CatalogObject, delta, start: int, target: int) -> SstFile:
+def _write_changelog(wh, engine, obj: CatalogObject, delta, start: int, target: int) -> SstFile:
     name = f"{start:020d}-{target:020d}-{uuid.uuid4().hex[:12]}.parquet"
     key = f"objects/{obj.name}/changes/{name}"
     tmp = os.path.join(wh.store.scratch_dir(), f"{uuid.uuid4().hex}.parquet")
-    rows = wh.engine.write_parquet(delta, tmp, list(obj.stream_key) + [W])
+    rows = engine.write_parquet(delta, tmp, list(obj.stream_key) + [W])
     size = os.path.getsize(tmp)
     wh.store.upload_file(tmp, key)
     return SstFile(key=key, epoch_from=start, epoch_to=target, rows=rows, bytes=size)
 
 
-def _check_unique_key(wh, obj: CatalogObject, delta, key: list[str]) -> None:
+def _check_unique_key(engine, obj: CatalogObject, delta, key: list[str]) -> None:
     """A consolidated step delta holds at most one insert and one delete per stream key."""
     if not key:
         return
-    dup = wh.engine.sql(
+    dup = engine.sql(
         f"SELECT {col_list(key)}, sign({W}) AS s, count(*) AS n FROM d GROUP BY ALL HAVING count(*) > 1 OR "
         f"max(abs({W})) > 1 LIMIT 1", d=delta)
-    if wh.engine.num_rows(dup):
-        row = dup.to_pylist()[0]
+    if engine.num_rows(dup):
+        row = engine.to_arrow(dup).to_pylist()[0]
         raise IntegrityError(
             f"{obj.name!r}: the step produced more than one row for stream key "
             f"{ {k: row[k] for k in key} } (an internal invariant was broken; nothing was committed)")

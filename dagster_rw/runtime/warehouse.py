@@ -21,6 +21,8 @@ from . import epochs, step
 DEFAULT_OPTIONS = {
     "compact_max_files": 8,  # merge a state table's newest small files beyond this many
     "gc_grace_seconds": 0.0,  # how long files dropped from a manifest stay readable
+    "engine": "auto",  # 'duckdb' (in-process), 'spark', or 'auto': by the size of the step's input
+    "spark_threshold_rows": 2_000_000,  # with 'auto', steps reading more change rows than this go to Spark
 }
 
 ROW_ID = "_row_id"
@@ -40,14 +42,28 @@ SEQ = "_seq"
 
 
 class Warehouse:
-    def __init__(self, store: ObjectStore, engine: DuckEngine | None = None, **options):
+    def __init__(self, store: ObjectStore, duck: DuckEngine | None = None, spark_engine=None, **options):
         self.store = store
-        self.engine = engine or DuckEngine()
+        self.engine = duck or DuckEngine()
+        self._spark_engine = spark_engine  # a SparkEngine, or a callable that makes one when first needed
         self.options = dict(DEFAULT_OPTIONS)
         self.options.update({k: v for k, v in options.items() if k in DEFAULT_OPTIONS})
         self._catalog: Catalog | None = None
         self._plans: dict[tuple[str, int], object] = {}
         self._manifests: dict[str, Manifest] = {}
+
+    def step_engine(self, input_rows: int):
+        """The engine for a step: in-process for small inputs, Spark for large ones (or as forced)."""
+        choice = self.options["engine"]
+        if choice == "duckdb" or (choice == "auto" and input_rows <= self.options["spark_threshold_rows"]):
+            return self.engine
+        if callable(self._spark_engine):
+            self._spark_engine = self._spark_engine()
+        if self._spark_engine is None:
+            from ..errors import OperationalError
+
+            raise OperationalError("this step needs Spark, but the connection has no Spark session")
+        return self._spark_engine
 
     # -- catalog -------------------------------------------------------------------------------
     def catalog(self, reload: bool = False) -> Catalog:

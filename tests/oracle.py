@@ -1,0 +1,54 @@
+"""The independent oracle: the same DML and the same view queries run by DuckDB, compared as multisets."""
+from __future__ import annotations
+
+import datetime
+import decimal
+import math
+
+import duckdb
+import sqlglot
+
+
+def to_duckdb(sql: str) -> str:
+    return sqlglot.transpile(sql, read="postgres", write="duckdb")[0]
+
+
+class Oracle:
+    def __init__(self):
+        self.db = duckdb.connect()
+
+    def execute(self, sql: str):
+        self.db.execute(to_duckdb(sql))
+
+    def upsert(self, table: str, values_sql: str):
+        self.db.execute(f"INSERT OR REPLACE INTO {table} VALUES {values_sql}")
+
+    def rows(self, sql: str):
+        return self.db.sql(to_duckdb(sql)).fetchall()
+
+
+def _norm_value(v):
+    if isinstance(v, decimal.Decimal):
+        v = float(v)
+    if isinstance(v, float):
+        if math.isnan(v):
+            return ("nan",)
+        return round(v, 6) if abs(v) < 1e12 else float(f"{v:.9e}")
+    if isinstance(v, (datetime.datetime, datetime.date, datetime.timedelta)):
+        return str(v)
+    return v
+
+
+def normalize(rows) -> list[tuple]:
+    out = [tuple(_norm_value(v) for v in r) for r in rows]
+    return sorted(out, key=lambda r: tuple((v is None, str(type(v)), v if v is not None else 0) for v in r))
+
+
+def assert_same(actual, expected, label: str):
+    a, e = normalize(actual), normalize(expected)
+    if a != e:
+        missing = [r for r in e if r not in a]
+        extra = [r for r in a if r not in e]
+        raise AssertionError(
+            f"{label}: view differs from DuckDB\n  missing ({len(missing)}): {missing[:10]}\n"
+            f"  unexpected ({len(extra)}): {extra[:10]}\n  rows: got {len(a)}, want {len(e)}")

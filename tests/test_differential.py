@@ -1,0 +1,236 @@
+"""Every view, after every flush, equals DuckDB's answer to the same query over the same base data.
+
+Random workloads (hypothesis) of inserts (including primary-key replacements), updates and deletes,
+with random barrier placement, views created before and after the data, views over views, and
+views that lag several epochs and catch up in one refresh.
+"""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import dagster_rw
+from oracle import Oracle, assert_same
+
+warnings.filterwarnings("ignore")
+
+SCHEMA = [
+    "CREATE TABLE t1 (id INT PRIMARY KEY, k INT, v INT, s VARCHAR)",
+    "CREATE TABLE t2 (id INT PRIMARY KEY, k INT, w INT, d NUMERIC(10,2))",
+    "CREATE TABLE t3 (k INT, v INT)",
+]
+
+LINEAR_AND_AGGREGATES = {
+    "filter_project": "SELECT id, v * 2 + 1 AS x, s FROM t1 WHERE v > 3",
+    "case_coalesce": "SELECT id, CASE WHEN v > 5 THEN 'hi' WHEN v IS NULL THEN 'none' ELSE 'lo' END AS c, "
+                     "COALESCE(s, 'none') AS s2, upper(s) AS up, CAST(v AS DOUBLE PRECISION) / 2 AS half FROM t1",
+    "group_agg": "SELECT k, count(*) AS n, sum(v) AS sv, min(v) AS mn, max(v) AS mx, count(v) AS cv, "
+                 "avg(v) AS av FROM t1 GROUP BY k",
+    "distinct_count_having": "SELECT k, count(DISTINCT v) AS dv, max(s) AS ms FROM t1 GROUP BY k HAVING count(*) > 1",
+    "global_agg": "SELECT count(*) AS n, sum(v) AS sv, max(v) AS mx, min(s) AS ms FROM t1",
+    "distinct_rows": "SELECT DISTINCT k, s FROM t1",
+    "subquery": "SELECT k, total FROM (SELECT k, sum(v) AS total FROM t1 GROUP BY k) sub WHERE total > 5",
+    "group_expr": "SELECT v % 3 AS m, sum(k) AS sk, count(*) AS n FROM t1 WHERE v IS NOT NULL GROUP BY v % 3",
+}
+
+JOINS = {
+    "inner_join": "SELECT t1.id, t2.id AS id2, t1.v, t2.w FROM t1 JOIN t2 ON t1.k = t2.k",
+    "join_agg": "SELECT t2.k, count(*) AS n, max(t1.v) AS mx, sum(t2.d) AS sd FROM t1 JOIN t2 ON t1.k = t2.k "
+                "GROUP BY t2.k",
+    "left_join": "SELECT t1.id, t2.id AS id2, t2.w FROM t1 LEFT JOIN t2 ON t1.k = t2.k",
+    "right_join": "SELECT t1.id, t2.id AS id2 FROM t1 RIGHT JOIN t2 ON t1.k = t2.k",
+    "full_join_residual": "SELECT t1.id, t2.id AS id2 FROM t1 FULL JOIN t2 ON t1.k = t2.k AND t1.v < t2.w",
+    "comma_join": "SELECT t1.id, t2.w FROM t1, t2 WHERE t1.k = t2.k AND t1.v > t2.w",
+    "three_way": "SELECT a.id, b.id AS bid, c.v FROM t1 a JOIN t2 b ON a.k = b.k JOIN t3 c ON c.k = b.k",
+    "left_join_agg": "SELECT t1.k, count(t2.id) AS matches FROM t1 LEFT JOIN t2 ON t1.k = t2.k GROUP BY t1.k",
+}
+
+SETS_TOPN_NOPK = {
+    "union_all": "SELECT k, v FROM t1 UNION ALL SELECT k, w FROM t2",
+    "top_n": "SELECT id, v FROM t1 ORDER BY v DESC, id LIMIT 3",
+    "top_n_offset": "SELECT id, v FROM t1 ORDER BY v, id LIMIT 4 OFFSET 2",
+    "nopk_agg": "SELECT k, count(*) AS n, sum(v) AS sv FROM t3 GROUP BY k",
+    "nopk_filter": "SELECT k, v FROM t3 WHERE v > 2",
+    "union_distinct": "SELECT k FROM t1 UNION SELECT k FROM t3",
+}
+
+VIEWS_ON_VIEWS = {
+    "base_agg": "SELECT k, sum(v) AS sv, count(*) AS n FROM t1 GROUP BY k",
+    "on_view": "SELECT b.k, b.sv, t2.w FROM base_agg b JOIN t2 ON b.k = t2.k WHERE b.n > 0",
+    "on_view_agg": "SELECT count(*) AS groups, max(sv) AS top FROM base_agg",
+}
+
+small = st.integers(0, 4)
+value = st.one_of(st.none(), st.integers(-3, 9))
+text = st.one_of(st.none(), st.sampled_from(["a", "b", "c"]))
+
+
+@st.composite
+def t1_rows(draw):
+    ids = draw(st.lists(st.integers(0, 12), min_size=1, max_size=5, unique=True))
+    return [(i, draw(small), draw(value), draw(text)) for i in ids]
+
+
+@st.composite
+def t2_rows(draw):
+    ids = draw(st.lists(st.integers(0, 8), min_size=1, max_size=4, unique=True))
+    return [(i, draw(small), draw(value), draw(st.one_of(st.none(), st.decimals(-50, 50, places=2)))) for i in ids]
+
+
+@st.composite
+def t3_rows(draw):
+    return draw(st.lists(st.tuples(small, value), min_size=1, max_size=4))
+
+
+def _lit(v) -> str:
+    if v is None:
+        return "NULL"
+    if isinstance(v, str):
+        return f"'{v}'"
+    return str(v)
+
+
+def _values(rows) -> str:
+    return ", ".join("(" + ", ".join(_lit(v) for v in r) + ")" for r in rows)
+
+
+operations = st.one_of(
+    st.tuples(st.just("insert"), st.just("t1"), t1_rows()),
+    st.tuples(st.just("insert"), st.just("t2"), t2_rows()),
+    st.tuples(st.just("insert"), st.just("t3"), t3_rows()),
+    st.tuples(st.just("sql"), st.sampled_from([
+        "UPDATE t1 SET v = v + 1 WHERE k = {n}", "UPDATE t1 SET k = {n} WHERE id = {m}",
+        "UPDATE t1 SET s = 'c', v = NULL WHERE id = {m}", "DELETE FROM t1 WHERE id = {m}",
+        "DELETE FROM t1 WHERE v > {n}", "UPDATE t2 SET w = w - 2 WHERE k = {n}",
+        "UPDATE t2 SET k = {n} WHERE id = {m}", "DELETE FROM t2 WHERE id = {m}",
+        "UPDATE t3 SET v = v * 2 WHERE k = {n}", "DELETE FROM t3 WHERE v = {n}",
+    ]), st.tuples(small, st.integers(0, 12))),
+    st.just(("flush",)),
+    st.just(("flush",)),
+)
+
+
+def _apply(conn, oracle, op):
+    kind = op[0]
+    if kind == "insert":
+        _, table, rows = op
+        conn.execute(f"INSERT INTO {table} VALUES {_values(rows)}")
+        if table == "t3":
+            oracle.execute(f"INSERT INTO {table} VALUES {_values(rows)}")
+        else:
+            oracle.upsert(table, _values(rows))
+    elif kind == "sql":
+        _, template, (n, m) = op
+        sql = template.format(n=n, m=m)
+        conn.execute(sql)
+        oracle.execute(sql)
+    elif kind == "flush":
+        conn.execute("FLUSH")
+
+
+def _check(conn, oracle, created):
+    for name in created:
+        assert_same(conn.execute(f"SELECT * FROM {name}").fetchall(), oracle.rows(f"SELECT * FROM {name}"), name)
+
+
+def run_workload(warehouse, views: dict, ops, create_at, engine="duckdb"):
+    conn = dagster_rw.connect(warehouse, engine=engine)
+    oracle = Oracle()
+    for ddl in SCHEMA:
+        conn.execute(ddl)
+        oracle.execute(ddl)
+    names = list(views)
+    created: list[str] = []
+
+    def create_upto(i):
+        for name, at in zip(names, create_at):
+            if at <= i and name not in created and all(
+                    dep in created for dep in names if dep != name and dep in views[name].split()):
+                conn.execute(f"CREATE MATERIALIZED VIEW {name} AS {views[name]}")
+                oracle.execute(f"CREATE VIEW {name} AS {views[name]}")
+                created.append(name)
+
+    for i, op in enumerate(ops):
+        create_upto(i)
+        _apply(conn, oracle, op)
+        if op[0] == "flush":
+            _check(conn, oracle, created)
+    create_upto(len(ops) + 1)
+    conn.execute("FLUSH")
+    _check(conn, oracle, created)
+    conn.close()
+
+
+def _workload_test(views):
+    @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(ops=st.lists(operations, min_size=3, max_size=14),
+           create_at=st.lists(st.integers(0, 14), min_size=len(views), max_size=len(views)))
+    def check(tmp_path_factory, ops, create_at):
+        run_workload(str(tmp_path_factory.mktemp("wh")), views, ops, create_at)
+
+    return check
+
+
+test_linear_and_aggregate_views_match_duckdb = _workload_test(LINEAR_AND_AGGREGATES)
+test_join_views_match_duckdb = _workload_test(JOINS)
+test_union_top_n_and_tables_without_key_match_duckdb = _workload_test(SETS_TOPN_NOPK)
+test_views_over_views_match_duckdb = _workload_test(VIEWS_ON_VIEWS)
+
+
+def test_view_lagging_several_epochs_catches_up_in_one_refresh(warehouse):
+    conn = dagster_rw.connect(warehouse)
+    oracle = Oracle()
+    for ddl in SCHEMA[:2]:
+        conn.execute(ddl)
+        oracle.execute(ddl)
+    view = JOINS["join_agg"]
+    conn.execute(f"CREATE MATERIALIZED VIEW lagging AS {view}")
+    oracle.execute(f"CREATE VIEW lagging AS {view}")
+    batches = [
+        ("t1", [(1, 1, 5, "a"), (2, 1, 7, "b"), (3, 2, 1, None)]),
+        ("t2", [(1, 1, 3, "1.50"), (2, 2, 4, "2.25")]),
+        ("t1", [(2, 2, 9, "c")]),
+    ]
+    epochs = []
+    for table, rows in batches:
+        values = _values(rows)
+        conn.execute(f"INSERT INTO {table} VALUES {values}")
+        oracle.upsert(table, values)
+        epochs.append(conn.barrier())
+        conn.refresh("t1")
+        conn.refresh("t2")
+    conn.execute("DELETE FROM t1 WHERE id = 3")
+    oracle.execute("DELETE FROM t1 WHERE id = 3")
+    epochs.append(conn.barrier())
+    conn.refresh("t1")
+    conn.refresh("t2")
+    before = {s["name"]: s for s in conn.status()}
+    assert before["lagging"]["lag_epochs"] == 4
+    committed = conn.refresh("lagging")
+    assert committed == epochs[-1]
+    after = {s["name"]: s for s in conn.status()}
+    assert after["lagging"]["lag_epochs"] == 0
+    assert after["lagging"]["epochs_processed"] == 4
+    assert_same(conn.execute("SELECT * FROM lagging").fetchall(), oracle.rows("SELECT * FROM lagging"), "lagging")
+
+
+@pytest.mark.parametrize("name", sorted(LINEAR_AND_AGGREGATES))
+def test_view_created_over_existing_data_starts_from_snapshot(warehouse, name):
+    conn = dagster_rw.connect(warehouse)
+    oracle = Oracle()
+    conn.execute(SCHEMA[0])
+    oracle.execute(SCHEMA[0])
+    rows = [(i, i % 3, (i * 7) % 11 - 2, "abc"[i % 3] if i % 4 else None) for i in range(20)]
+    conn.execute(f"INSERT INTO t1 VALUES {_values(rows)}")
+    oracle.upsert("t1", _values(rows))
+    conn.execute("FLUSH")
+    conn.execute(f"CREATE MATERIALIZED VIEW v AS {LINEAR_AND_AGGREGATES[name]}")
+    oracle.execute(f"CREATE VIEW v AS {LINEAR_AND_AGGREGATES[name]}")
+    assert_same(conn.execute("SELECT * FROM v").fetchall(), oracle.rows("SELECT * FROM v"), name)
+    conn.execute("UPDATE t1 SET v = v + 3 WHERE k = 1")
+    oracle.execute("UPDATE t1 SET v = v + 3 WHERE k = 1")
+    conn.execute("FLUSH")
+    assert_same(conn.execute("SELECT * FROM v").fetchall(), oracle.rows("SELECT * FROM v"), name)
