@@ -69,8 +69,8 @@ def state_upsert_sql(cols: list[str], pk: list[str], source: str = "d") -> str:
     c = col_list(cols)
     return (
         f"SELECT {c}, false AS {DELETED} FROM {source} WHERE {W} > 0 "
-        f"UNION ALL SELECT {c}, true AS {DELETED} FROM {source} x WHERE {W} < 0 AND NOT EXISTS "
-        f"(SELECT 1 FROM {source} y WHERE y.{W} > 0 AND {null_safe_eq(pk, pk, 'x', 'y')})"
+        f"UNION ALL SELECT {c}, true AS {DELETED} FROM {source} rw_a WHERE {W} < 0 AND NOT EXISTS "
+        f"(SELECT 1 FROM {source} rw_b WHERE rw_b.{W} > 0 AND {null_safe_eq(pk, pk, 'rw_a', 'rw_b')})"
     )
 
 

@@ -58,7 +58,8 @@ class TopNOp(Operator):
                 f"SELECT {col_list(cols)}, 1 AS f FROM (SELECT *, row_number() OVER (ORDER BY {self.order_by()}) "
                 f"AS last_rn FROM o) b WHERE last_rn = {window}) u",
                 c=cand, o=old_top)
-            counted = self.sql("SELECT (SELECT rn FROM r WHERE f = 1) - 1 AS above FROM r LIMIT 1", r=ranked)
+            counted = self.engine.to_arrow(
+                self.sql("SELECT (SELECT rn FROM r WHERE f = 1) - 1 AS above FROM r LIMIT 1", r=ranked))
             above = counted.column(0)[0].as_py() if counted.num_rows else 0
             if above is not None and above >= window:
                 new_window = self.sql(

@@ -66,13 +66,13 @@ class StepContext:
         sm = self.wh.manifest(source)
         cols = [c.name for c in src.columns]
         if self.backfill:
-            rel = self.engine.sql(f"SELECT {col_list(cols)}, CAST(1 AS BIGINT) AS {W} FROM s",
-                                  s=output_table(self.wh, src, sm, self.engine).read_all())
+            rel = self.engine.sql(f"SELECT {col_list(cols)}, CAST(1 AS BIGINT) AS {W} FROM rw_snap",
+                                  rw_snap=output_table(self.wh, src, sm, self.engine).read_all())
         else:
             files = [f for f in sm.changelog if f.epoch_from >= self.manifest.epoch and f.epoch_to <= self.target]
             scan = ParquetScan(tuple(self.wh.store.local_path(f.key) for f in files), changelog_schema(src))
-            rel = self.engine.sql(consolidate_sql(cols, "s"), s=scan) if len(files) > 1 else \
-                self.engine.sql("SELECT * FROM s", s=scan)
+            rel = self.engine.sql(consolidate_sql(cols, "rw_log"), rw_log=scan) if len(files) > 1 else \
+                self.engine.sql("SELECT * FROM rw_log", rw_log=scan)
         self.rows_in += self.engine.num_rows(rel)
         return rel
 
@@ -107,7 +107,7 @@ def refresh_view(wh, obj: CatalogObject, plan) -> int:
     root_delta = dataflow.run(plan, ctx)
     cols = [c.name for c in obj.columns]
     named = ctx.engine.sql(
-        f"SELECT {', '.join(f'c{i} AS {quote(n)}' for i, n in enumerate(cols))}, {W} FROM d", d=root_delta)
+        f"SELECT {', '.join(f'c{i} AS {quote(n)}' for i, n in enumerate(cols))}, {W} FROM rw_root", rw_root=root_delta)
     return _commit_output(wh, obj, m, ctx, named, start, target, t0)
 
 
@@ -166,14 +166,14 @@ def apply_batches(wh, obj: CatalogObject, m: Manifest, keys: list[str], engine=N
     cols = [c.name for c in obj.columns]
     last = engine.sql(
         f"SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY {col_list(pk)} ORDER BY _batch DESC, _seq DESC) "
-        f"AS _rn FROM s) x WHERE _rn = 1", s=staged)
+        f"AS _rn FROM rw_staged) rw_x WHERE _rn = 1", rw_staged=staged)
     old = output_table(wh, obj, m, engine).lookup(last, pk)
     return engine.sql(
-        consolidate_sql(cols, "u"),
-        u=engine.sql(
-            f"SELECT {col_list(cols)}, CAST(-1 AS BIGINT) AS {W} FROM o UNION ALL "
-            f"SELECT {col_list(cols)}, CAST(1 AS BIGINT) AS {W} FROM l WHERE _op = 1",
-            o=old, l=last))
+        consolidate_sql(cols, "rw_u"),
+        rw_u=engine.sql(
+            f"SELECT {col_list(cols)}, CAST(-1 AS BIGINT) AS {W} FROM rw_old UNION ALL "
+            f"SELECT {col_list(cols)}, CAST(1 AS BIGINT) AS {W} FROM rw_last WHERE _op = 1",
+            rw_old=old, rw_last=last))
 
 
 def _commit_output(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, delta, start: int, target: int,
@@ -183,7 +183,7 @@ def _commit_output(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, delta,
     key = list(obj.stream_key)
     _check_unique_key(engine, obj, delta, key)
     out = output_table(wh, obj, m, engine)
-    out.stage(engine.sql(state_upsert_sql(cols, key), d=delta))
+    out.stage(engine.sql(state_upsert_sql(cols, key, "rw_delta"), rw_delta=delta))
     state = dict(m.state)
     dropped: list[str] = []
     tables = {OUTPUT: out, **ctx.tables}
@@ -197,7 +197,7 @@ def _commit_output(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, delta,
     changelog = list(m.changelog)
     counts = engine.sql(
         f"SELECT coalesce(sum(CASE WHEN {W} > 0 THEN {W} END), 0) AS ins, "
-        f"coalesce(-sum(CASE WHEN {W} < 0 THEN {W} END), 0) AS del FROM d", d=delta)
+        f"coalesce(-sum(CASE WHEN {W} < 0 THEN {W} END), 0) AS del FROM rw_delta", rw_delta=delta)
     counts = engine.to_arrow(counts).to_pylist()[0]
     if counts["ins"] or counts["del"]:
         changelog.append(_write_changelog(wh, engine, obj, delta, start, target))
@@ -236,8 +236,8 @@ def _check_unique_key(engine, obj: CatalogObject, delta, key: list[str]) -> None
     if not key:
         return
     dup = engine.sql(
-        f"SELECT {col_list(key)}, sign({W}) AS s, count(*) AS n FROM d GROUP BY ALL HAVING count(*) > 1 OR "
-        f"max(abs({W})) > 1 LIMIT 1", d=delta)
+        f"SELECT {col_list(key)}, sign({W}) AS rw_sign, count(*) AS rw_n FROM rw_delta GROUP BY ALL "
+        f"HAVING count(*) > 1 OR max(abs({W})) > 1 LIMIT 1", rw_delta=delta)
     if engine.num_rows(dup):
         row = engine.to_arrow(dup).to_pylist()[0]
         raise IntegrityError(

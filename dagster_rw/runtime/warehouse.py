@@ -244,9 +244,9 @@ class Warehouse:
             return self.engine.to_arrow(current)
         cols = ", ".join(f'"{c.name}"' for c in obj.columns)
         return self.engine.to_arrow(self.engine.sql(
-            f"SELECT {cols} FROM c x WHERE NOT EXISTS (SELECT 1 FROM d y WHERE y._w < 0 AND "
-            + " AND ".join(f'x."{k}" IS NOT DISTINCT FROM y."{k}"' for k in obj.stream_key)
-            + f") UNION ALL SELECT {cols} FROM d WHERE _w > 0", c=current, d=delta))
+            f"SELECT {cols} FROM rw_cur rw_a WHERE NOT EXISTS (SELECT 1 FROM rw_delta rw_b WHERE rw_b._w < 0 AND "
+            + " AND ".join(f'rw_a."{k}" IS NOT DISTINCT FROM rw_b."{k}"' for k in obj.stream_key)
+            + f") UNION ALL SELECT {cols} FROM rw_delta WHERE _w > 0", rw_cur=current, rw_delta=delta))
 
     # -- epochs and steps ----------------------------------------------------------------------
     def barrier(self) -> int:

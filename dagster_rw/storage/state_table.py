@@ -42,24 +42,24 @@ class StateTable:
     def _merged(self, where: str) -> str:
         cols = ", ".join(quote(c) for c in self.columns)
         if len(self.files) <= 1:
-            return f"SELECT {cols} FROM s WHERE NOT {DELETED}{' AND ' + where if where else ''}"
+            return f"SELECT {cols} FROM rw_state WHERE NOT {DELETED}{' AND ' + where if where else ''}"
         part = ", ".join(quote(c) for c in self.pk) if self.pk else "1"
         return (
             f"SELECT {cols} FROM (SELECT *, row_number() OVER (PARTITION BY {part} ORDER BY {EPOCH} DESC) "
-            f"AS _rn FROM s{' WHERE ' + where if where else ''}) m WHERE _rn = 1 AND NOT {DELETED}"
+            f"AS _rn FROM rw_state{' WHERE ' + where if where else ''}) rw_m WHERE _rn = 1 AND NOT {DELETED}"
         )
 
     def read_all(self):
         """Every live row (a full read: for snapshots and batch queries, never per epoch)."""
-        return self.engine.sql(self._merged(""), s=self._scan())
+        return self.engine.sql(self._merged(""), rw_state=self._scan())
 
     def lookup(self, keys, on: list[str]):
         """Live rows whose columns `on` (a prefix of the key) equal those of some row of `keys`."""
         if not on:
             return self.read_all()
-        cond = " AND ".join(f"k.{quote(c)} IS NOT DISTINCT FROM s.{quote(c)}" for c in on)
-        where = f"EXISTS (SELECT 1 FROM k WHERE {cond})"
-        return self.engine.sql(self._merged(where), s=self._scan(), k=keys)
+        cond = " AND ".join(f"rw_keys.{quote(c)} IS NOT DISTINCT FROM rw_state.{quote(c)}" for c in on)
+        where = f"EXISTS (SELECT 1 FROM rw_keys WHERE {cond})"
+        return self.engine.sql(self._merged(where), rw_state=self._scan(), rw_keys=keys)
 
     # -- writing -------------------------------------------------------------------------------
     def stage(self, rows) -> None:
@@ -113,10 +113,10 @@ class StateTable:
         sub = StateTable(self.store, self.engine, self.key_dir, self.pk, self.schema, group)
         query = (
             f"SELECT {cols}, {EPOCH}, {DELETED} FROM (SELECT *, row_number() OVER (PARTITION BY {part} "
-            f"ORDER BY {EPOCH} DESC) AS _rn FROM s) m WHERE _rn = 1"
+            f"ORDER BY {EPOCH} DESC) AS _rn FROM rw_state) rw_m WHERE _rn = 1"
             + (f" AND NOT {DELETED}" if full else "")
         )
-        rel = self.engine.sql(query, s=sub._scan())
+        rel = self.engine.sql(query, rw_state=sub._scan())
         merged = self._write(rel, group[0].epoch_from, group[-1].epoch_to)
         new_files = self.files[:start] + ([merged] if merged.rows else [])
         dropped = [f.key for f in group]
