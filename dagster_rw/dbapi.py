@@ -119,6 +119,13 @@ class Connection:
         self.wh.refresh_all()
         return epoch
 
+    def compact(self, name: str | None = None) -> int:
+        """Merge state files (of one object, or of all); returns how many files were removed."""
+        self._check()
+        self.wh.sync()
+        names = [name] if name else list(self.wh.catalog().objects)
+        return sum(self.wh.compact(n) for n in names)
+
     def status(self) -> list[dict]:
         self._check()
         self.wh.sync()

