@@ -98,8 +98,13 @@ def collect_staging(store: ObjectStore, applied_epoch: int) -> None:
     wm = _watermark(store)
     if applied_epoch <= wm:
         return
-    for n in sorted(n for n in epoch_numbers(store) if wm < n <= applied_epoch):
+    numbers = epoch_numbers(store)
+    for n in sorted(n for n in numbers if wm < n <= applied_epoch):
         for keys in load_epoch(store, n)["batches"].values():
             for k in keys:
                 store.delete(k)
     store.write_bytes(WATERMARK, json.dumps({"epoch": applied_epoch}).encode())
+    # records below the watermark describe batches that are gone; keep the watermark's own record
+    for n in numbers:
+        if n < applied_epoch:
+            store.delete(epoch_key(n))

@@ -11,7 +11,9 @@ import os
 import time
 import uuid
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .. import types as sqltypes
@@ -202,10 +204,7 @@ def _commit_output(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, delta,
         dropped.extend(gone)
         state[name] = files
     changelog = list(m.changelog)
-    counts = engine.sql(
-        f"SELECT coalesce(sum(CASE WHEN {W} > 0 THEN {W} END), 0) AS ins, "
-        f"coalesce(-sum(CASE WHEN {W} < 0 THEN {W} END), 0) AS del FROM rw_delta", rw_delta=delta)
-    counts = engine.to_arrow(counts).to_pylist()[0]
+    counts = _insert_delete_counts(engine, delta)
     if counts["ins"] or counts["del"]:
         changelog.append(_write_changelog(wh, engine, obj, delta, start, target))
     # change files every consumer has read are no longer needed
@@ -238,10 +237,33 @@ def _write_changelog(wh, engine, obj: CatalogObject, delta, start: int, target: 
     return SstFile(key=key, epoch_from=start, epoch_to=target, rows=rows, bytes=size)
 
 
+def _insert_delete_counts(engine, delta) -> dict:
+    if isinstance(delta, pa.Table):
+        w = delta.column(W)
+        pos = pc.sum(pc.if_else(pc.greater(w, 0), w, 0)).as_py() or 0
+        neg = pc.sum(pc.if_else(pc.less(w, 0), pc.negate(w), 0)).as_py() or 0
+        return {"ins": pos, "del": neg}
+    counts = engine.sql(
+        f"SELECT coalesce(sum(CASE WHEN {W} > 0 THEN {W} END), 0) AS ins, "
+        f"coalesce(-sum(CASE WHEN {W} < 0 THEN {W} END), 0) AS del FROM rw_delta", rw_delta=delta)
+    return engine.to_arrow(counts).to_pylist()[0]
+
+
 def _check_unique_key(engine, obj: CatalogObject, delta, key: list[str]) -> None:
     """A consolidated step delta holds at most one insert and one delete per stream key."""
     if not key:
         return
+    if isinstance(delta, pa.Table):
+        w = delta.column(W)
+        signed = delta.select(key).append_column("rw_sign", pc.sign(w)).append_column(
+            "rw_one", pa.array(np.ones(delta.num_rows, np.int8)))
+        try:
+            per_key = signed.group_by(key + ["rw_sign"], use_threads=False).aggregate([("rw_one", "count")])
+        except (pa.ArrowNotImplementedError, pa.ArrowInvalid):
+            per_key = None  # a key type Arrow cannot group: ask the engine below
+        if per_key is not None and pc.max(pc.abs(w)).as_py() in (None, 0, 1) and (
+                per_key.num_rows == 0 or pc.max(per_key.column("rw_one_count")).as_py() <= 1):
+            return
     dup = engine.sql(
         f"SELECT {col_list(key)}, sign({W}) AS rw_sign, count(*) AS rw_n FROM rw_delta GROUP BY ALL "
         f"HAVING count(*) > 1 OR max(abs({W})) > 1 LIMIT 1", rw_delta=delta)

@@ -30,7 +30,7 @@ def move_into_place(src: str, dest: str) -> None:
     would leave a truncated file under a key that a barrier or a manifest may then refer to.)
     """
     os.makedirs(os.path.dirname(dest), exist_ok=True)
-    pass  # _fsync_file(src)  # the data is on disk before any commit can name it
+    _fsync_file(src)  # the data is on disk before any commit can name it
     try:
         os.replace(src, dest)
         return

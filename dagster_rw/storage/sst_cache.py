@@ -21,7 +21,7 @@ _LIMIT = int(os.environ.get("DAGSTER_RW_SST_CACHE_BYTES", str(4 << 30)))
 
 class _File:
     def __init__(self, table: pa.Table):
-        self.table = table
+        self.table = table.combine_chunks()  # one chunk per column: take() is much faster
         self.indexes: dict[tuple[str, ...], tuple[int, np.ndarray] | None] = {}
         self.size = table.nbytes
 

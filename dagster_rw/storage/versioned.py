@@ -7,6 +7,7 @@ from ..errors import CommitConflict
 from .object_store import ObjectStore
 
 _WIDTH = 20
+KEEP = 16  # versions kept behind the newest (older ones are pruned)
 
 
 def version_key(prefix: str, version: int) -> str:
@@ -23,11 +24,28 @@ def latest(store: ObjectStore, prefix: str) -> tuple[int, dict | None]:
     return version, json.loads(store.read_bytes(key))
 
 
+def _versions(store: ObjectStore, prefix: str) -> list[int]:
+    return sorted(int(k.rsplit("/", 1)[-1][1:-5]) for k in store.list(prefix + "/")
+                  if k.rsplit("/", 1)[-1].startswith("v") and k.endswith(".json"))
+
+
 def commit(store: ObjectStore, prefix: str, version: int, document: dict, what: str) -> None:
-    """Atomically publish `document` as `version`; CommitConflict if another writer got there first."""
+    """Atomically publish `document` as `version`; CommitConflict if another writer got there first.
+
+    Old versions are pruned, so a writer that started from a long-pruned version could find its
+    key free: it then sees newer versions after its put, withdraws it, and fails the same way.
+    """
     data = json.dumps(document, indent=1, sort_keys=True, default=str).encode()
+    conflict = CommitConflict(
+        f"{what}: version {version} was committed by another process at the same time; "
+        "this attempt was discarded (nothing partial is visible), retry it"
+    )
     if not store.put_if_absent(version_key(prefix, version), data):
-        raise CommitConflict(
-            f"{what}: version {version} was committed by another process at the same time; "
-            "this attempt was discarded (nothing partial is visible), retry it"
-        )
+        raise conflict
+    versions = _versions(store, prefix)
+    if versions and versions[-1] > version:
+        store.delete(version_key(prefix, version))
+        raise conflict
+    for old in versions:
+        if old < version - KEEP:
+            store.delete(version_key(prefix, old))
