@@ -11,6 +11,7 @@ from .errors import InterfaceError, ProgrammingError
 from .runtime.warehouse import ROW_ID, Warehouse
 from .sql import explain as explainer
 from .sql import statements as st
+from .sql.semantics import typed_query
 from .storage.catalog import MATERIALIZED_VIEW, TABLE
 from .storage.object_store import open_store
 
@@ -171,13 +172,29 @@ class Connection:
             rels[name] = self.engine.sql(f"SELECT {cols} FROM s", s=self.wh.snapshot(name))
         return rels
 
+    def duckdb_sql(self, query: exp.Expression, rels: dict) -> str:
+        """The query in DuckDB's dialect with PostgreSQL's semantics (integer division)."""
+        schema = {}
+        for name in rels:
+            obj = self.wh.catalog().get(name)
+            if obj is not None:
+                schema[name] = {c.name: c.type for c in obj.visible_columns}
+        return typed_query(query, schema).sql(dialect="duckdb")
+
     def run_query(self, query: exp.Expression):
         rels = self.snapshot_relations(query)
-        sql = query.sql(dialect="duckdb")
+        sql = self.duckdb_sql(query, rels)
         try:
-            return self.engine.execute(sql, **rels)
+            description, rows = self.engine.execute(sql, **rels)
         except Exception as e:
             raise ProgrammingError(str(e).splitlines()[0]) from None
+        if isinstance(query, exp.Select) and not any(isinstance(e, exp.Star) for e in query.expressions) \
+                and len(query.expressions) == len(description):
+            from .sql.planner import _output_name
+
+            description = [(_output_name(e),) + tuple(d[1:]) if d[0].startswith("_col_") else d
+                           for e, d in zip(query.expressions, description)]
+        return description, rows
 
 
 class Cursor:
@@ -305,7 +322,12 @@ class Cursor:
         if isinstance(source, exp.Values):
             source = exp.select("*").from_(source.copy().as_("v"))
         rels = conn.snapshot_relations(source)
-        data = conn.engine.sql(source.sql(dialect="duckdb"), **rels)
+        try:
+            data = conn.engine.sql(conn.duckdb_sql(source, rels), **rels)
+        except Exception as e:
+            from .errors import DataError
+
+            raise DataError(f"INSERT INTO {s.table}: {str(e).splitlines()[0]}") from None
         if data.num_columns != len(columns):
             raise ProgrammingError(
                 f"INSERT has {'more' if data.num_columns > len(columns) else 'fewer'} expressions than target columns")

@@ -293,10 +293,11 @@ def test_table_step_losing_to_a_concurrent_flush_fails_with_commit_conflict(tmp_
     a.barrier()
     real = epochs_mod.batches_for
 
-    def racing(store, table, after, upto):  # a has read t's manifest; b flushes before a reads batches
+    def racing(store, table, after, upto):  # a has listed its step's batches; b flushes before a reads them
+        keys = real(store, table, after, upto)
         if store is a.wh.store:
             b.execute("FLUSH")
-        return real(store, table, after, upto)
+        return keys
 
     with mock.patch.object(epochs_mod, "batches_for", racing):
         try:
@@ -322,3 +323,28 @@ def test_flush_with_a_stale_catalog_keeps_another_connections_new_table_rows(tmp
     c.wh.refresh_all()
     d.execute("FLUSH")
     assert d.execute("SELECT * FROM b").fetchall() == [(1,)]
+
+
+@pytest.mark.xfail(strict=True, raises=CommitConflict, reason=(
+    "versioned.commit: after its put succeeds it lists the versions and, when a newer one exists, "
+    "deletes its own and raises CommitConflict ('this attempt was discarded') - but a newer "
+    "version may be another writer's commit built on this one, so a commit in effect is reported "
+    "as discarded (a step or DDL that succeeded fails, and the step's dropped files leak)"))
+def test_commit_that_another_writer_built_on_is_not_reported_as_discarded(tmp_path):
+    root = str(tmp_path / "wh")
+    versioned.commit(LocalStore(root), "objects/x/manifest", 1, {"v": 1}, "commit of 'x'")
+
+    class Racing(LocalStore):
+        """Between this writer's put and its check, another writer loads it and commits on top."""
+        fired = False
+
+        def list(self, prefix):
+            if prefix == "objects/x/manifest/" and not Racing.fired:
+                Racing.fired = True
+                other = LocalStore(root)
+                assert versioned.latest(other, "objects/x/manifest") == (2, {"v": 2})
+                versioned.commit(other, "objects/x/manifest", 3, {"v": 3, "base": 2}, "commit of 'x'")
+            return super().list(prefix)
+
+    versioned.commit(Racing(root), "objects/x/manifest", 2, {"v": 2}, "commit of 'x'")
+    assert LocalStore(root).exists(versioned.version_key("objects/x/manifest", 2))

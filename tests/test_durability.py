@@ -50,8 +50,12 @@ def create_schema(conn) -> None:
         conn.execute(f"CREATE MATERIALIZED VIEW {name} AS {sql}")
 
 
+def rows_of(conn, name: str) -> list[tuple]:
+    return sorted(conn.execute(f"SELECT * FROM {name}").fetchall(), key=repr)
+
+
 def table_rows(conn) -> dict[str, list[tuple]]:
-    return {t: sorted(conn.execute(f"SELECT * FROM {t}").fetchall(), key=repr) for t in TABLES}
+    return {t: rows_of(conn, t) for t in TABLES}
 
 
 def oracle_over(tables: dict[str, list[tuple]]) -> Oracle:
@@ -348,7 +352,7 @@ def test_kill_inside_a_step_leaves_the_last_committed_version_readable(tmp_path,
     _seed_warehouse(warehouse)
     reader = dagster_rw.connect(warehouse)
     epochs_before = committed_epochs(reader)
-    contents_before = {n: reader.execute(f"SELECT * FROM {n}").fetchall() for n in epochs_before}
+    contents_before = {n: rows_of(reader, n) for n in epochs_before}
     marker = tmp_path / "in-step"
     proc = _spawn(PAUSED_WRITER, [warehouse, paused, str(marker)], tmp_path, "paused")
     try:
@@ -361,7 +365,7 @@ def test_kill_inside_a_step_leaves_the_last_committed_version_readable(tmp_path,
     reader = dagster_rw.connect(warehouse)
     epochs_now = committed_epochs(reader)
     assert epochs_now[paused] == epochs_before[paused]
-    assert reader.execute(f"SELECT * FROM {paused}").fetchall() == contents_before[paused]
+    assert rows_of(reader, paused) == contents_before[paused]
     assert unreferenced_files(reader, paused), "the killed step had written files (it died mid-step)"
     if paused in VIEWS:
         assert all(epochs_now[t] > epochs_before[t] for t in TABLES)  # the tables' steps did commit
@@ -427,7 +431,7 @@ def test_failed_step_keeps_last_committed_version_and_retry_matches_clean_run(tm
         for sql in DML_ROUNDS[0]:
             conn.execute(sql)
         conn.execute("FLUSH")
-    before = {n: failing.execute(f"SELECT * FROM {n}").fetchall() for n in committed_epochs(failing)}
+    before = {n: rows_of(failing, n) for n in committed_epochs(failing)}
     epochs_before = committed_epochs(failing)
     for sql in DML_ROUNDS[1]:
         failing.execute(sql)
@@ -440,7 +444,7 @@ def test_failed_step_keeps_last_committed_version_and_retry_matches_clean_run(tm
     assert state["failed"]
     epochs_mid = committed_epochs(failing)
     assert epochs_mid[obj] == epochs_before[obj]
-    assert failing.execute(f"SELECT * FROM {obj}").fetchall() == before[obj]
+    assert rows_of(failing, obj) == before[obj]
     if obj in VIEWS:
         assert all(epochs_mid[t] > epochs_before[t] for t in TABLES)
     # objects at one epoch with their inputs still agree with them
@@ -454,8 +458,7 @@ def test_failed_step_keeps_last_committed_version_and_retry_matches_clean_run(tm
     failing.execute("FLUSH")
     clean.execute("FLUSH")
     for name in committed_epochs(clean):
-        assert sorted(failing.execute(f"SELECT * FROM {name}").fetchall(), key=repr) == \
-            sorted(clean.execute(f"SELECT * FROM {name}").fetchall(), key=repr), name
+        assert rows_of(failing, name) == rows_of(clean, name), name
     check_views(failing)
 
 

@@ -156,7 +156,7 @@ def read_batches(wh, obj: CatalogObject, keys: list[str]) -> pa.Table | None:
     """Staged DML batches in acceptance order, with `_batch` and `_seq` giving that order."""
     tables = []
     for i, key in enumerate(keys):
-        t = pq.read_table(wh.store.local_path(key))
+        t = sst_cache.read_parquet(wh.store.local_path(key))
         t = t.append_column("_batch", pa.array([i] * t.num_rows, pa.int64()))
         tables.append(t)
     if not tables:

@@ -16,10 +16,11 @@ from ..storage import manifest as manifests
 from ..storage.catalog import MATERIALIZED_VIEW, TABLE, Catalog, CatalogObject, Column
 from ..storage.manifest import Manifest
 from ..storage.object_store import ObjectStore
+from ..storage.state_table import write_sorted
 from . import epochs, step
 
 DEFAULT_OPTIONS = {
-    "compact_max_files": 8,  # merge a state table's newest small files beyond this many
+    "compact_max_files": 16,  # merge a state table's newest small files beyond this many
     "gc_grace_seconds": 0.0,  # how long files dropped from a manifest stay readable
     "engine": "auto",  # 'duckdb' (in-process), 'spark', or 'auto': by the size of the step's input
     "spark_threshold_rows": 2_000_000,  # with 'auto', steps reading more change rows than this go to Spark
@@ -189,6 +190,8 @@ class Warehouse:
         return True
 
     def _clear_leftovers(self, name: str) -> None:
+        if not name or "/" in name:
+            raise ProgrammingError(f"invalid object name {name!r}")
         for key in self.store.list(f"objects/{name}/") + self.store.list(f"{epochs.STAGING}/{name}/"):
             self.store.delete(key)
 
@@ -225,9 +228,8 @@ class Warehouse:
                 raise IntegrityError(f'null value in column "{nulls[0]}" of {table!r} violates its primary key')
         key = epochs.staging_key(table)
         tmp = os.path.join(self.store.scratch_dir(), f"{uuid.uuid4().hex}.parquet")
-        import pyarrow.parquet as pq
-
-        pq.write_table(rows, tmp)
+        if write_sorted(rows, tmp, []) is None:  # a type pyarrow cannot write: DuckDB writes it
+            self.engine.write_parquet(rows, tmp, [])
         self.store.upload_file(tmp, key)
         return n
 

@@ -13,6 +13,7 @@ from sqlglot import exp
 from .. import types as sqltypes
 from ..engine.duck import DuckEngine, quote
 from ..errors import ProgrammingError, unsupported
+from .semantics import typed_expression
 from .plan import Agg, Aggregate, Col, Join, Map, Node, OrderKey, Scan, TopN, UnionAll, cname, number_nodes
 
 AGG_FUNCS = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max"}
@@ -127,6 +128,9 @@ class Planner:
         return self.plan_select(query)
 
     def plan_union(self, query: exp.Union) -> tuple[Node, list[str]]:
+        for u in query.find_all(exp.Union):
+            if u.args.get("by_name") or u.args.get("on"):
+                raise self.refuse("UNION ... CORRESPONDING / BY NAME", u)
         parts = []
 
         def flatten(q):
@@ -246,6 +250,12 @@ class Planner:
         if isinstance(item, exp.Table):
             if item.args.get("joins") or item.args.get("laterals"):
                 raise self.refuse("this FROM item", item)
+            if item.args.get("version") is not None:
+                raise self.refuse("FOR SYSTEM_TIME AS OF (temporal joins come with Kafka sources)", item)
+            if isinstance(item.this, (exp.Anonymous, exp.Func)):
+                fn = item.this.name if isinstance(item.this, exp.Anonymous) else item.this.sql_name()
+                raise self.refuse(f"the table function {fn.lower()}() in FROM (TUMBLE and HOP windows come "
+                                  "with Kafka sources)", item)
             name = item.name
             alias = item.alias_or_name
             if name in self.ctes and not item.db:
@@ -349,11 +359,14 @@ class Planner:
         columns = [Col(c.name, c.type, c.hidden) for c in left.columns] + \
                   [Col(c.name, c.type, c.hidden) for c in right.columns]
         key: list[int] = []
-        for k in [lk for lk, _ in keys] + left.stream_key + [nl + k for k in right.stream_key]:
+        # an outer join pads one side with NULLs, so the other side's join key must identify rows too
+        right_keys = [nl + rk for _, rk in keys] if kind != "inner" else []
+        for k in [lk for lk, _ in keys] + right_keys + left.stream_key + [nl + k for k in right.stream_key]:
             if k not in key:
                 key.append(k)
         if residual is not None:
             _refuse_aggregates(self, residual, "JOIN conditions")
+            residual = typed_expression(residual, {cname(i): c.type for i, c in enumerate(columns)})
         return Join(columns=columns, stream_key=key, left=left, right=right, kind=kind,
                     left_keys=[lk for lk, _ in keys], right_keys=[rk for _, rk in keys], residual=residual)
 
@@ -377,6 +390,10 @@ class Planner:
         return out
 
     def map(self, child: Node, exprs, where, names, keep_hidden=None) -> Map:
+        column_types = {cname(i): c.type for i, c in enumerate(child.columns)}
+        exprs = [typed_expression(e, column_types) for e in exprs]
+        if where is not None:
+            where = typed_expression(where, column_types)
         types = self.describe(child, exprs, where) if exprs else []
         hidden = keep_hidden or [False] * len(exprs)
         cols = [Col(n, t, h) for n, t, h in zip(names, types, hidden)]
@@ -526,7 +543,7 @@ class Planner:
                 scale = t[t.index(",") + 1:-1]
                 return f"numeric(38,{scale})"
             if t in ("real", "double precision"):
-                return "double precision"
+                return t
             if t == "interval":
                 return "interval"
             raise self.refuse(f"SUM over {t}")

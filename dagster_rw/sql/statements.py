@@ -11,6 +11,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.risingwave import RisingWave
 from sqlglot.errors import ParseError, TokenError
+from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 from sqlglot.tokens import TokenType
 
 from .. import types as sqltypes
@@ -126,7 +127,8 @@ def _words(sql: str) -> list[str]:
 
 def _parse(sql: str) -> exp.Expression:
     try:
-        return sqlglot.parse_one(sql, read=DIALECT)
+        # PostgreSQL folds unquoted identifiers to lower case
+        return normalize_identifiers(sqlglot.parse_one(sql, read=DIALECT), dialect="postgres")
     except ParseError as e:
         err = e.errors[0] if e.errors else {}
         where = f" (line {err.get('line')}, column {err.get('col')})" if err.get("line") else ""
@@ -203,12 +205,36 @@ def _parse_create(sql: str, words: list[str]) -> Statement:
         if words[-4:] == ["EMIT", "ON", "WINDOW", "CLOSE"]:
             raise unsupported("EMIT ON WINDOW CLOSE", sql)
         tree = _parse(sql)
-        return CreateView(sql, name=tree.this.name, query=tree.expression,
-                          if_not_exists=bool(tree.args.get("exists")))
+        target, query = tree.this, tree.expression
+        if not isinstance(query, (exp.Select, exp.Union, exp.Except, exp.Intersect, exp.Subquery)):
+            raise unsupported("CREATE MATERIALIZED VIEW without AS SELECT", sql, tree)
+        if isinstance(target, exp.Schema):
+            # CREATE MATERIALIZED VIEW v (a, b) AS ...: name the outputs
+            names = [i.name for i in target.expressions]
+            target = target.this
+            query = _rename_outputs(sql, query, names)
+        if not target.name:
+            raise ProgrammingError(f"CREATE MATERIALIZED VIEW needs a name: {sql!r}")
+        return CreateView(sql, name=target.name, query=query, if_not_exists=bool(tree.args.get("exists")))
     if words[1] == "TABLE":
         return _parse_create_table(sql, words)
     what = " ".join(words[1:3]) if words[1] in ("MATERIALIZED", "OR") else words[1]
     raise unsupported(f"CREATE {what}", sql)
+
+
+def _rename_outputs(sql: str, query: exp.Expression, names: list[str]) -> exp.Expression:
+    """`query` with its output columns renamed, for a column list after the view's name."""
+    if not isinstance(query, exp.Select) or any(isinstance(e, exp.Star) or
+                                                (isinstance(e, exp.Column) and isinstance(e.this, exp.Star))
+                                                for e in query.expressions):
+        raise unsupported("a column list after the view name with SELECT * or a set operation", sql, query)
+    if len(names) != len(query.expressions):
+        raise ProgrammingError(
+            f"the view's column list names {len(names)} columns but its query returns {len(query.expressions)}")
+    query = query.copy()
+    query.set("expressions", [exp.alias_(e.unalias() if isinstance(e, exp.Alias) else e, n)
+                              for e, n in zip(query.expressions, names)])
+    return query
 
 
 def _parse_create_table(sql: str, words: list[str]) -> CreateTable:

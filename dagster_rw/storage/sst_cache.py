@@ -38,7 +38,7 @@ def _file(path: str) -> _File:
         if f is not None:
             _cache.move_to_end(path)
             return f
-    f = _File(pq.read_table(path))
+    f = _File(read_parquet(path))
     with _lock:
         _cache[path] = f
         _bytes += f.size
@@ -46,6 +46,23 @@ def _file(path: str) -> _File:
             _, old = _cache.popitem(last=False)
             _bytes -= old.size
     return f
+
+
+def read_parquet(path: str) -> pa.Table:
+    """A Parquet file as Arrow; INTERVAL columns (which pyarrow sees as 12 raw bytes: months, days,
+    milliseconds) come back as month_day_nano intervals."""
+    table = pq.read_table(path)
+    for i, field in enumerate(table.schema):
+        if pa.types.is_fixed_size_binary(field.type) and field.type.byte_width == 12:
+            raw = table.column(i).combine_chunks()
+            valid = raw.is_valid()
+            buf = np.frombuffer(raw.buffers()[1], dtype=np.uint32)[raw.offset * 3:(raw.offset + len(raw)) * 3]
+            parts = buf.reshape(-1, 3).astype(np.int64)
+            values = [pa.MonthDayNano([int(m), int(d), int(ms) * 1_000_000]) if ok else None
+                      for (m, d, ms), ok in zip(parts.tolist(), valid.to_pylist())]
+            table = table.set_column(i, pa.field(field.name, pa.month_day_nano_interval()),
+                                     pa.array(values, pa.month_day_nano_interval()))
+    return table
 
 
 def put(path: str, table: pa.Table) -> None:

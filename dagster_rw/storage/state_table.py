@@ -157,16 +157,22 @@ class StateTable:
             else:
                 break
         start = len(self.files) - len(group)
-        full = start == 0
+        full_merge = start == 0
         cols = ", ".join(quote(c) for c in self.columns)
         part = ", ".join(quote(c) for c in self.pk) if self.pk else "1"
-        sub = StateTable(self.store, self.engine, self.key_dir, self.pk, self.schema, group)
+        if isinstance(self.engine.from_arrow(pa.table({"x": [1]})), pa.Table):
+            # in-process: merge the decoded files the cache already holds
+            full = self._scan().schema
+            source = pa.concat_tables([sst_cache.read(self.store.local_path(f.key)).select(full.names).cast(full)
+                                       for f in group])
+        else:
+            source = StateTable(self.store, self.engine, self.key_dir, self.pk, self.schema, group)._scan()
         query = (
             f"SELECT {cols}, {EPOCH}, {DELETED} FROM (SELECT *, row_number() OVER (PARTITION BY {part} "
             f"ORDER BY {EPOCH} DESC) AS _rn FROM rw_state) rw_m WHERE _rn = 1"
-            + (f" AND NOT {DELETED}" if full else "")
+            + (f" AND NOT {DELETED}" if full_merge else "")
         )
-        rel = self.engine.sql(query, rw_state=sub._scan())
+        rel = self.engine.sql(query, rw_state=source)
         merged = self._write(rel, group[0].epoch_from, group[-1].epoch_to)
         new_files = self.files[:start] + ([merged] if merged.rows else [])
         dropped = [f.key for f in group]
@@ -180,6 +186,6 @@ def write_sorted(table: pa.Table, path: str, keys: list[str]) -> pa.Table | None
     if any(pa.types.is_interval(f.type) for f in table.schema):
         return None
     if keys and table.num_rows > 1:
-        table = table.sort_by([(k, "ascending") for k in keys], null_placement="at_start")
+        table = table.sort_by([(k, "ascending", "at_start") for k in keys])
     pq.write_table(table, path, compression="zstd")
     return table
