@@ -46,6 +46,7 @@ JOINS = {
     "comma_join": "SELECT t1.id, t2.w FROM t1, t2 WHERE t1.k = t2.k AND t1.v > t2.w",
     "three_way": "SELECT a.id, b.id AS bid, c.v FROM t1 a JOIN t2 b ON a.k = b.k JOIN t3 c ON c.k = b.k",
     "left_join_agg": "SELECT t1.k, count(t2.id) AS matches FROM t1 LEFT JOIN t2 ON t1.k = t2.k GROUP BY t1.k",
+    "expression_key_join": "SELECT t1.id, t2.id AS id2 FROM t1 LEFT JOIN t2 ON t1.k + 1 = t2.k",
 }
 
 SETS_TOPN_NOPK = {

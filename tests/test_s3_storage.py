@@ -146,6 +146,24 @@ def test_s3_local_path_downloads_an_object_once_then_serves_the_cache(store, tmp
     assert not [f for f in os.listdir(tmp_path / "cache" / "data") if f.endswith(".tmp")]
 
 
+def test_s3_missing_object_reads_as_file_not_found_like_a_local_file(store):
+    with pytest.raises(FileNotFoundError):
+        store.read_bytes("nowhere/x.json")
+    with pytest.raises(FileNotFoundError):
+        store.local_path("nowhere/x.parquet")
+    assert not os.path.exists(os.path.join(store.cache_dir, "nowhere", "x.parquet"))
+    assert store.exists("nowhere/x.json") is False
+    # a refused request (403) is an error, not an absent key
+    from botocore.exceptions import ClientError
+
+    def forbidden(**kw):
+        raise ClientError({"Error": {"Code": "403", "Message": "Forbidden"}}, "HeadObject")
+
+    store.client.head_object = forbidden
+    with pytest.raises(ClientError):
+        store.exists("nowhere/x.json")
+
+
 def test_open_store_takes_the_endpoint_from_the_environment(s3, s3_url):
     st = open_store(s3_url)
     assert isinstance(st, S3Store)

@@ -229,10 +229,13 @@ class Planner:
         while remaining:
             placed = False
             for gi, (gnode, gscope) in enumerate(remaining):
-                shifted = gscope.shifted(len(node.columns))
+                lnode, rnode, expr_keys, pending = self.expression_keys(node, scope, gnode, gscope, conjuncts)
+                shifted = gscope.shifted(len(lnode.columns))
                 both = Scope(scope.entries + shifted.entries)
-                keys, residual, rest = self.split_condition(conjuncts, scope, shifted, both, len(node.columns))
+                keys, residual, rest = self.split_condition(pending, scope, shifted, both, len(lnode.columns))
+                keys = expr_keys + keys
                 if keys:
+                    node, gnode = lnode, rnode
                     node = self.make_join(node, gnode, "inner", keys, residual, both)
                     scope = both
                     conjuncts = rest
@@ -302,6 +305,9 @@ class Planner:
         kind = {"INNER": "inner", "LEFT": "left", "RIGHT": "right", "FULL": "full"}.get(side)
         if kind is None:
             raise self.refuse(f"{side} JOIN", j)
+        cond = j.args.get("on")
+        conjuncts = list(_conjuncts(cond)) if cond is not None else []
+        lnode, rnode, expr_keys, conjuncts = self.expression_keys(lnode, lscope, rnode, rscope, conjuncts)
         shifted = rscope.shifted(len(lnode.columns))
         both = Scope(lscope.entries + shifted.entries)
         if j.args.get("using"):
@@ -316,15 +322,47 @@ class Planner:
             entries = list(lscope.entries) + [
                 _AliasOnly(e) if e.name in using else e for e in shifted.entries]
             return node, Scope(entries)
-        cond = j.args.get("on")
-        conjuncts = list(_conjuncts(cond)) if cond is not None else []
         keys, residual, rest = self.split_condition(conjuncts, lscope, shifted, both, len(lnode.columns))
+        keys = expr_keys + keys
         if rest:
             extra = exp.and_(*[self.bind(c, both) for c in rest])
             residual = extra if residual is None else exp.and_(residual, extra)
         if not keys:
             raise self.refuse("a join without an equality condition (nested-loop join)", j)
         return self.make_join(lnode, rnode, kind, keys, residual, both), both
+
+    def expression_keys(self, lnode: Node, lscope: Scope, rnode: Node, rscope: Scope, conjuncts):
+        """Equalities between an expression of one side and an expression of the other (not both
+        plain columns) become join keys: each side computes its expression as a hidden column."""
+        lexprs, rexprs, rest = [], [], []
+        for c in conjuncts:
+            sides = None
+            if isinstance(c, exp.EQ) and not (isinstance(c.this, exp.Column) and isinstance(c.expression, exp.Column)):
+                a, b = c.this, c.expression
+                if _resolves(self, a, lscope) and _resolves(self, b, rscope):
+                    sides = (a, b)
+                elif _resolves(self, b, lscope) and _resolves(self, a, rscope):
+                    sides = (b, a)
+            if sides is None:
+                rest.append(c)
+                continue
+            lexprs.append(self.bind(sides[0], lscope))
+            rexprs.append(self.bind(sides[1], rscope))
+        if not lexprs:
+            return lnode, rnode, [], conjuncts
+        nl, nr = len(lnode.columns), len(rnode.columns)
+        lnode = self.with_columns(lnode, lexprs)
+        rnode = self.with_columns(rnode, rexprs)
+        return lnode, rnode, [(nl + i, nr + i) for i in range(len(lexprs))], rest
+
+    def with_columns(self, node: Node, extra: list[exp.Expression]) -> Map:
+        """The node's columns plus hidden computed ones (same positions, same stream key)."""
+        exprs = [exp.column(cname(i)) for i in range(len(node.columns))] + extra
+        names = [c.name for c in node.columns] + [f"_rw_j{i}" for i in range(len(extra))]
+        hidden = [c.hidden for c in node.columns] + [True] * len(extra)
+        m = self.map(node, exprs, None, names, hidden)
+        m.stream_key = list(node.stream_key)
+        return m
 
     def split_condition(self, conjuncts, lscope: Scope, rscope: Scope, both: Scope, nleft: int):
         """Equality conjuncts between a left column and a right column become join keys; conjuncts over
@@ -605,6 +643,19 @@ class _AliasOnly(Entry):
 
     def __init__(self, e: Entry):
         super().__init__(e.alias, e.name, e.index, e.group)
+
+
+def _resolves(planner: Planner, e: exp.Expression, scope: Scope) -> bool:
+    """Whether every column of `e` resolves in `scope` (and there is at least one)."""
+    cols = list(e.find_all(exp.Column))
+    if not cols or _find_aggs(e):
+        return False
+    try:
+        for c in cols:
+            scope.resolve(c, planner)
+    except ProgrammingError:
+        return False
+    return True
 
 
 def _conjuncts(cond):

@@ -137,6 +137,10 @@ class LocalStore(ObjectStore):
         move_into_place(path, self._path(key))
 
 
+def _not_found(error) -> bool:
+    return error.response.get("Error", {}).get("Code", "") in ("404", "NoSuchKey", "NotFound")
+
+
 class S3Store(ObjectStore):
     def __init__(self, url: str, endpoint_url: str | None = None, client=None, cache_dir: str | None = None):
         import boto3
@@ -193,8 +197,10 @@ class S3Store(ObjectStore):
         try:
             self.client.head_object(Bucket=self.bucket, Key=self._key(key))
             return True
-        except ClientError:
-            return False
+        except ClientError as e:
+            if _not_found(e):
+                return False
+            raise  # no permission, no bucket...: not the same as "absent"
 
     def local_path(self, key: str) -> str:
         """A local copy of an immutable object, downloaded once into the cache."""
@@ -202,7 +208,14 @@ class S3Store(ObjectStore):
         if not os.path.exists(path):
             os.makedirs(os.path.dirname(path), exist_ok=True)
             tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-            self.client.download_file(self.bucket, self._key(key), tmp)
+            from botocore.exceptions import ClientError
+
+            try:
+                self.client.download_file(self.bucket, self._key(key), tmp)
+            except ClientError as e:
+                if _not_found(e):  # as for a local file (and read_bytes): FileNotFoundError
+                    raise FileNotFoundError(f"{self.url}/{key}") from e
+                raise
             os.replace(tmp, path)
         return path
 
