@@ -169,8 +169,34 @@ class Connection:
             if obj is None:
                 raise ProgrammingError(f'relation "{name}" does not exist')
             cols = ", ".join(quote(c.name) for c in obj.visible_columns)
-            rels[name] = self.engine.sql(f"SELECT {cols} FROM s", s=self.wh.snapshot(name))
+            rels[name] = self.engine.sql(f"SELECT {cols} FROM rw_snap", rw_snap=self.wh.snapshot(name))
         return rels
+
+    def _query_engine(self, query: exp.Expression):
+        """Spark for batch reads over large objects (or when forced), in-process otherwise."""
+        names = {t.name for t in query.find_all(exp.Table) if self.wh.catalog().get(t.name) is not None}
+        rows = sum(self.wh.manifest(n).state_rows() for n in names)
+        engine = self.wh.step_engine(rows)
+        return None if engine is self.engine else engine
+
+    def _run_on_spark(self, spark_engine, query: exp.Expression):
+        views = {}
+        schema = {}
+        for t in query.find_all(exp.Table):
+            obj = self.wh.catalog().get(t.name)
+            if obj is None or t.name in views:
+                continue
+            from .runtime.step import output_table
+
+            state = output_table(self.wh, obj, self.wh.manifest(t.name), spark_engine).read_all()
+            cols = ", ".join(quote(c.name) for c in obj.visible_columns)
+            views[t.name] = spark_engine.sql(f"SELECT {cols} FROM rw_snap", lazy=True, rw_snap=state)
+            schema[t.name] = {c.name: c.type for c in obj.visible_columns}
+        sql = typed_query(query, schema).sql(dialect="spark")
+        try:
+            return spark_engine.run_query(sql, views)
+        except Exception as e:
+            raise ProgrammingError(str(e).splitlines()[0]) from None
 
     def duckdb_sql(self, query: exp.Expression, rels: dict) -> str:
         """The query in DuckDB's dialect with PostgreSQL's semantics (integer division)."""
@@ -182,19 +208,29 @@ class Connection:
         return typed_query(query, schema).sql(dialect="duckdb")
 
     def run_query(self, query: exp.Expression):
+        spark_engine = self._query_engine(query)
+        if spark_engine is not None:
+            description, rows = self._run_on_spark(spark_engine, query)
+            return self._pg_names(query, description), rows
         rels = self.snapshot_relations(query)
         sql = self.duckdb_sql(query, rels)
         try:
             description, rows = self.engine.execute(sql, **rels)
         except Exception as e:
             raise ProgrammingError(str(e).splitlines()[0]) from None
+        return self._pg_names(query, description), rows
+
+    @staticmethod
+    def _pg_names(query: exp.Expression, description):
+        """Output names as PostgreSQL gives them, where the engine made up its own."""
         if isinstance(query, exp.Select) and not any(isinstance(e, exp.Star) for e in query.expressions) \
                 and len(query.expressions) == len(description):
             from .sql.planner import _output_name
 
-            description = [(_output_name(e),) + tuple(d[1:]) if d[0].startswith("_col_") else d
+            description = [(_output_name(e),) + tuple(d[1:])
+                           if d[0].startswith("_col_") or not isinstance(e, (exp.Alias, exp.Column)) else d
                            for e, d in zip(query.expressions, description)]
-        return description, rows
+        return description
 
 
 class Cursor:

@@ -12,12 +12,14 @@ import textwrap
 import threading
 from unittest import mock
 
+import duckdb
 import pyarrow.parquet as pq
 import pytest
 
 import dagster_rw
 from dagster_rw.errors import CommitConflict, OperationalError
 from dagster_rw.runtime import epochs as epochs_mod
+from dagster_rw.runtime import step as step_mod
 from dagster_rw.storage import manifest as manifests
 from dagster_rw.storage import versioned
 from dagster_rw.storage.object_store import LocalStore
@@ -348,3 +350,33 @@ def test_commit_that_another_writer_built_on_is_not_reported_as_discarded(tmp_pa
 
     versioned.commit(Racing(root), "objects/x/manifest", 2, {"v": 2}, "commit of 'x'")
     assert LocalStore(root).exists(versioned.version_key("objects/x/manifest", 2))
+
+
+@pytest.mark.xfail(strict=True, raises=duckdb.IOException, reason=(
+    "with the default gc_grace_seconds=0, files a step drops (compaction, consumed change logs) are "
+    "deleted at its commit: a query (or step) of another connection that loaded the previous "
+    "manifest a moment before fails with a raw DuckDB IOException instead of reading that version"))
+def test_query_reads_its_version_while_another_connection_compacts(tmp_path):
+    warehouse = str(tmp_path / "wh")
+    reader = dagster_rw.connect(warehouse)
+    reader.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+    reader.execute("CREATE MATERIALIZED VIEW s AS SELECT v, count(*) AS n FROM t GROUP BY v")
+    for i in range(3):
+        reader.execute(f"INSERT INTO t VALUES ({i}, {i})")
+        reader.execute("FLUSH")
+    writer = dagster_rw.connect(warehouse, compact_max_files=2)
+    real = step_mod.output_table
+    fired = []
+
+    def racing(wh, obj, m, engine=None):  # the reader has loaded s's manifest; the writer compacts s
+        table = real(wh, obj, m, engine)
+        if wh is reader.wh and obj.name == "s" and not fired:
+            fired.append(True)
+            for i in range(3, 8):
+                writer.execute(f"INSERT INTO t VALUES ({i}, {i})")
+                writer.execute("FLUSH")
+        return table
+
+    with mock.patch.object(step_mod, "output_table", racing):
+        rows = reader.execute("SELECT * FROM s").fetchall()
+    assert sorted(rows) == [(i, 1) for i in range(3)]

@@ -41,7 +41,7 @@ class DuckEngine(Engine):
         else:
             raise TypeError(f"not a relation: {type(rel)}")
 
-    def sql(self, query: str, **relations) -> pa.Table:
+    def sql(self, query: str, lazy: bool = False, **relations) -> pa.Table:
         with self.lock:
             cleanup: list = []
             try:

@@ -98,14 +98,35 @@ class SparkEngine(Engine):
             return self.spark.read.parquet(*rel.paths).select(*[f"`{f.name}`" for f in rel.schema])
         return rel
 
-    def sql(self, query: str, **relations):
+    def sql(self, query: str, lazy: bool = False, **relations):
         for name, rel in relations.items():
             self._df(rel).createOrReplaceTempView(name)
         try:
             df = self.spark.sql(to_spark_sql(query))
         except Exception as e:
             raise OperationalError(f"Spark could not run a step rule: {str(e).splitlines()[0]}") from None
-        return df.localCheckpoint(eager=True)
+        return df if lazy else df.localCheckpoint(eager=True)
+
+    def run_query(self, query: str, views: dict):
+        """A batch query over named relations: (DB-API description, rows of plain Python values)."""
+        import datetime
+
+        from pyspark.sql import types as T
+
+        for name, rel in views.items():
+            self._df(rel).createOrReplaceTempView(name)
+        df = self.spark.sql(query)
+        fields = df.schema.fields
+        utc = [isinstance(f.dataType, T.TimestampType) for f in fields]
+        rows = []
+        for r in df.collect():
+            values = list(r)
+            for i, is_utc in enumerate(utc):
+                if is_utc and values[i] is not None and values[i].tzinfo is None:
+                    values[i] = values[i].replace(tzinfo=datetime.timezone.utc)
+            rows.append(tuple(values))
+        description = [(f.name, f.dataType.simpleString().upper(), None, None, None, None, None) for f in fields]
+        return description, rows
 
     def to_arrow(self, relation) -> pa.Table:
         if isinstance(relation, pa.Table):

@@ -55,7 +55,7 @@ class StateTable:
 
     def read_all(self):
         """Every live row (a full read: for snapshots and batch queries, never per epoch)."""
-        return self.engine.sql(self._merged(""), rw_state=self._scan())
+        return self.engine.sql(self._merged(""), lazy=True, rw_state=self._scan())
 
     def lookup(self, keys, on: list[str]):
         """Live rows whose columns `on` (a prefix of the key) equal those of some row of `keys`."""

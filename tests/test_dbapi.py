@@ -1,0 +1,129 @@
+"""The DB-API surface: cursors, bulk inserts, barriers and refreshes, errors users can act on."""
+from __future__ import annotations
+
+import datetime
+import decimal
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+import dagster_rw
+
+
+def test_cursor_returns_plain_python_values_and_dbapi_description(conn):
+    conn.execute("CREATE TABLE v (i INT PRIMARY KEY, b BOOLEAN, n NUMERIC(8,2), s VARCHAR, d DATE, "
+                 "ts TIMESTAMP, tz TIMESTAMPTZ, iv INTERVAL, r REAL, f DOUBLE PRECISION)")
+    cur = conn.execute("INSERT INTO v VALUES (1, true, 12.50, 'x', DATE '2024-02-29', "
+                       "TIMESTAMP '2024-01-01 10:00:00.5', TIMESTAMPTZ '2024-01-01 10:00:00+02', "
+                       "INTERVAL '1 day 2 hours', 1.5, 2.25), (2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)")
+    assert cur.rowcount == 2
+    conn.execute("FLUSH")
+    cur = conn.execute("SELECT * FROM v ORDER BY i")
+    assert [d[0] for d in cur.description] == ["i", "b", "n", "s", "d", "ts", "tz", "iv", "r", "f"]
+    assert all(len(d) == 7 for d in cur.description)
+    first = cur.fetchone()
+    assert first[:5] == (1, True, decimal.Decimal("12.50"), "x", datetime.date(2024, 2, 29))
+    assert first[5] == datetime.datetime(2024, 1, 1, 10, 0, 0, 500000)
+    assert first[6] == datetime.datetime(2024, 1, 1, 8, 0, tzinfo=datetime.timezone.utc)
+    assert first[7] == datetime.timedelta(days=1, hours=2)
+    assert first[8:] == (1.5, 2.25)
+    assert cur.fetchall() == [(2,) + (None,) * 9]
+    assert cur.fetchone() is None
+
+
+def test_bulk_insert_accepts_arrow_pandas_and_spark_dataframes(conn, spark):
+    conn.execute("CREATE TABLE t (id BIGINT PRIMARY KEY, name VARCHAR)")
+    conn.execute("CREATE MATERIALIZED VIEW c AS SELECT count(*) AS n FROM t")
+    assert conn.insert("t", pa.table({"id": [1, 2], "name": ["a", "b"]})) == 2
+    assert conn.insert("t", pd.DataFrame({"id": [3], "name": ["c"]})) == 1
+    assert conn.insert("t", spark.createDataFrame([(4, "d"), (1, "z")], "id bigint, name string")) == 2
+    conn.execute("FLUSH")
+    assert conn.execute("SELECT * FROM t ORDER BY id").fetchall() == [(1, "z"), (2, "b"), (3, "c"), (4, "d")]
+    assert conn.execute("SELECT n FROM c").fetchall() == [(4,)]
+
+
+def test_dml_is_invisible_until_a_barrier_and_refresh(conn):
+    conn.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+    conn.execute("CREATE MATERIALIZED VIEW s AS SELECT sum(v) AS total FROM t")
+    conn.execute("INSERT INTO t VALUES (1, 10)")
+    assert conn.execute("SELECT * FROM t").fetchall() == []
+    epoch = conn.barrier()
+    assert conn.execute("SELECT * FROM t").fetchall() == []  # sealed, not yet applied
+    assert conn.refresh("t") == epoch
+    assert conn.execute("SELECT * FROM t").fetchall() == [(1, 10)]
+    assert conn.execute("SELECT * FROM s").fetchall() == [(None,)]  # the view has not moved
+    status = {s["name"]: s for s in conn.status()}
+    assert status["s"]["lag_epochs"] == 1 and status["t"]["lag_epochs"] == 0
+    assert conn.refresh("s") == epoch
+    assert conn.execute("SELECT * FROM s").fetchall() == [(10,)]
+
+
+def test_implicit_flush_makes_every_dml_visible(conn):
+    conn.execute("CREATE TABLE t (id INT)")
+    conn.execute("SET RW_IMPLICIT_FLUSH TO true")
+    conn.execute("INSERT INTO t VALUES (1), (1)")
+    assert conn.execute("SELECT count(*) FROM t").fetchall() == [(2,)]
+
+
+def test_unsupported_sql_names_the_construct_and_its_position(conn):
+    conn.execute("CREATE TABLE t (a INT, b INT)")
+    with pytest.raises(dagster_rw.ProgrammingError, match=r"window functions .*line 1, column \d+"):
+        conn.execute("CREATE MATERIALIZED VIEW w AS SELECT a, row_number() OVER (ORDER BY b) FROM t")
+    with pytest.raises(dagster_rw.ProgrammingError, match="cross join"):
+        conn.execute("CREATE MATERIALIZED VIEW x AS SELECT * FROM t t1, t t2")
+    with pytest.raises(dagster_rw.ProgrammingError, match='column "nope" does not exist'):
+        conn.execute("CREATE MATERIALIZED VIEW y AS SELECT nope FROM t")
+    assert conn.execute("SHOW MATERIALIZED VIEWS").fetchall() == []
+
+
+def test_constraint_and_dependency_errors(conn):
+    conn.execute("CREATE TABLE t (a INT PRIMARY KEY, b INT)")
+    conn.execute("CREATE TABLE log (a INT) APPEND ONLY")
+    conn.execute("CREATE MATERIALIZED VIEW m AS SELECT a FROM t")
+    with pytest.raises(dagster_rw.IntegrityError, match="depend"):
+        conn.execute("DROP TABLE t")
+    with pytest.raises(dagster_rw.IntegrityError, match="primary key"):
+        conn.execute("INSERT INTO t VALUES (NULL, 1)")
+    with pytest.raises(dagster_rw.ProgrammingError, match="APPEND ONLY"):
+        conn.execute("DELETE FROM log")
+    with pytest.raises(dagster_rw.ProgrammingError, match="already exists"):
+        conn.execute("CREATE TABLE t (x INT)")
+    conn.execute("DROP MATERIALIZED VIEW m")
+    conn.execute("DROP TABLE t")
+    assert conn.execute("SHOW TABLES").fetchall() == [("log",)]
+
+
+def test_explain_shows_operators_stream_keys_and_state(conn):
+    conn.execute("CREATE TABLE orders (id INT PRIMARY KEY, item_id INT)")
+    conn.execute("CREATE TABLE items (id INT PRIMARY KEY, name VARCHAR)")
+    plan = "\n".join(r[0] for r in conn.execute(
+        "EXPLAIN CREATE MATERIALIZED VIEW m AS SELECT i.name, count(*) FROM orders o JOIN items i "
+        "ON o.item_id = i.id GROUP BY i.name").fetchall())
+    assert "StreamHashJoin" in plan and "StreamHashAgg" in plan
+    assert "stream key: [item_id, id, id]" in plan or "stream key: [item_id" in plan
+    assert "per-group accumulators" in plan
+    assert conn.execute("SHOW MATERIALIZED VIEWS").fetchall() == []  # EXPLAIN creates nothing
+
+
+def test_describe_lists_columns_and_key(conn):
+    conn.execute("CREATE TABLE t (a INT, b VARCHAR, PRIMARY KEY (a))")
+    assert conn.execute("DESCRIBE t").fetchall() == [
+        ("a", "integer", False), ("b", "character varying", False), ("primary key", "a", None)]
+
+
+def test_large_batch_reads_run_on_spark_with_the_same_answer(tmp_path, spark):
+    wh = str(tmp_path / "wh")
+    small = dagster_rw.connect(wh, spark=spark)
+    small.execute("CREATE TABLE t (id INT PRIMARY KEY, g INT, v NUMERIC(10,2), ts TIMESTAMPTZ)")
+    small.insert("t", pa.table({"id": list(range(50)), "g": [i % 4 for i in range(50)],
+                                "v": pa.array([decimal.Decimal(i) / 4 for i in range(50)], pa.decimal128(10, 2)),
+                                "ts": pa.array([datetime.datetime(2024, 1, 1, i % 24, tzinfo=datetime.timezone.utc)
+                                                for i in range(50)], pa.timestamp("us", tz="UTC"))}))
+    small.execute("FLUSH")
+    query = "SELECT g, count(*), sum(v), max(ts), 7 / 2 AS q FROM t GROUP BY g ORDER BY g"
+    in_process = small.execute(query)
+    on_spark = dagster_rw.connect(wh, spark=spark, engine="spark").execute(query)
+    assert on_spark.fetchall() == in_process.fetchall()
+    assert [d[0] for d in on_spark.description] == [d[0] for d in in_process.description] == \
+        ["g", "count", "sum", "max", "q"]
