@@ -1,7 +1,21 @@
 """EXPLAIN: the incremental plan of a view, with each operator's stream key and the state it keeps."""
 from __future__ import annotations
 
-from .plan import Aggregate, Join, Map, Node, Scan, TopN, UnionAll
+from sqlglot import exp
+
+from .plan import Aggregate, Join, Map, Node, Scan, TopN, UnionAll, cname
+
+
+def _named(e: exp.Expression, columns) -> str:
+    """An expression over positional columns, shown with the columns' names."""
+    names = {cname(i): c.name for i, c in enumerate(columns)}
+
+    def rename(n):
+        if isinstance(n, exp.Column) and n.name in names:
+            return exp.column(names[n.name], quoted=not names[n.name].isidentifier())
+        return n
+
+    return e.copy().transform(rename).sql(dialect="postgres")
 
 
 def _names(node: Node, idx: list[int]) -> str:
@@ -13,19 +27,19 @@ def _describe(node: Node) -> tuple[str, str]:
         return f"StreamScan {{ source: {node.source} }}", "none (reads the source's change log)"
     if isinstance(node, Map):
         what = "StreamFilter+Project" if node.where is not None else "StreamProject"
-        exprs = ", ".join(e.sql(dialect="postgres") for e in node.exprs)
-        cond = f", where: {node.where.sql(dialect='postgres')}" if node.where is not None else ""
+        exprs = ", ".join(_named(e, node.child.columns) for e in node.exprs)
+        cond = f", where: {_named(node.where, node.child.columns)}" if node.where is not None else ""
         return f"{what} {{ exprs: [{exprs}]{cond} }}", "none"
     if isinstance(node, Join):
         lk = _names(node.left, node.left_keys)
         rk = _names(node.right, node.right_keys)
-        cond = f", residual: {node.residual.sql(dialect='postgres')}" if node.residual is not None else ""
+        cond = f", residual: {_named(node.residual, node.columns)}" if node.residual is not None else ""
         return (f"StreamHashJoin {{ type: {node.kind}, on: {lk} = {rk}{cond} }}",
                 f"left rows by {lk} + stream key, right rows by {rk} + stream key")
     if isinstance(node, Aggregate):
         group = _names(node.child, node.group)
         aggs = ", ".join(
-            f"{a.func}({'distinct ' if a.distinct else ''}{node.child.columns[a.arg].name if a.arg is not None else '*'})"
+            f"{'count' if a.func == 'count_star' else a.func}({'distinct ' if a.distinct else ''}{node.child.columns[a.arg].name if a.arg is not None else '*'})"
             for a in node.aggs)
         kind = "StreamSimpleAgg" if node.is_global else "StreamHashAgg"
         state = f"per-group accumulators by {group}"

@@ -503,14 +503,22 @@ class Planner:
                 aggs.append(Agg(func, len(pre_exprs) - 1, distinct))
             else:
                 aggs.append(Agg("count_star", None, False))
-        pre_names = [f"_rw_g{i}" for i in range(len(bound_groups))] + \
-                    [f"_rw_a{i}" for i in range(len(pre_exprs) - len(bound_groups))]
+        arg_texts = []
+        for call in calls:
+            func, arg, _ = self.agg_parts(call)
+            if arg is not None and arg.sql(dialect="postgres") not in arg_texts:
+                arg_texts.append(arg.sql(dialect="postgres"))
+        pre_names = [g.sql(dialect="postgres") for g in group_exprs] + \
+            (arg_texts if len(arg_texts) == len(pre_exprs) - len(bound_groups)
+             else [f"_rw_a{i}" for i in range(len(pre_exprs) - len(bound_groups))])
         pre = self.map(node, pre_exprs, None, pre_names) if pre_exprs else \
             Map(columns=[], stream_key=[], child=node, exprs=[])
         ng = len(bound_groups)
-        cols = [Col(f"_rw_g{i}", pre.columns[i].type) for i in range(ng)]
+        cols = [Col(pre.columns[i].name, pre.columns[i].type) for i in range(ng)]
         for i, a in enumerate(aggs):
-            cols.append(Col(f"_rw_agg{i}", self.agg_type(a, pre)))
+            arg = pre.columns[a.arg].name if a.arg is not None else "*"
+            func = "count" if a.func == "count_star" else a.func
+            cols.append(Col(f"{func}({'distinct ' if a.distinct else ''}{arg})", self.agg_type(a, pre)))
         agg_node = Aggregate(columns=cols, stream_key=list(range(ng)), child=pre, group=list(range(ng)), aggs=aggs)
 
         # rewrite the outer expressions over the aggregate's output
