@@ -208,6 +208,17 @@ class Connection:
         return typed_query(query, schema).sql(dialect="duckdb")
 
     def run_query(self, query: exp.Expression):
+        try:
+            return self._run_query(query)
+        except (FileNotFoundError, ProgrammingError) as e:
+            # a file of the version this query loaded was collected by another process's commit
+            # (after the grace period): read the newest committed version instead, once
+            if isinstance(e, ProgrammingError) and "No such file" not in str(e) and "IO Error" not in str(e):
+                raise
+            self.wh.sync()
+            return self._run_query(query)
+
+    def _run_query(self, query: exp.Expression):
         spark_engine = self._query_engine(query)
         if spark_engine is not None:
             description, rows = self._run_on_spark(spark_engine, query)

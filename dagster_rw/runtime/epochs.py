@@ -52,12 +52,16 @@ def barrier(store: ObjectStore, extra: dict | None = None, attempts: int = 20) -
     """Seal every staged batch not yet in an epoch into a new epoch; returns its number."""
     for _ in range(attempts):
         wm = _watermark(store)
-        nums = sorted(n for n in epoch_numbers(store) if n > wm)
+        listed = epoch_numbers(store)  # one listing: the newest epoch and the sealed set must agree
+        nums = sorted(n for n in listed if n > wm)
         sealed: set[str] = set()
-        for n in nums:
-            for keys in load_epoch(store, n)["batches"].values():
-                sealed.update(keys)
-        newest = max(nums) if nums else max(wm, newest_epoch(store))
+        try:
+            for n in nums:
+                for keys in load_epoch(store, n)["batches"].values():
+                    sealed.update(keys)
+        except FileNotFoundError:
+            continue  # staged files were collected meanwhile: look again
+        newest = max(listed) if listed else wm
         batches: dict[str, list[str]] = {}
         for key in store.list(STAGING + "/"):
             if key in sealed or not key.endswith(".parquet"):

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 from .. import types as sqltypes
 from ..engine.base import ParquetScan
 from ..engine.duck import quote
-from ..errors import IntegrityError
+from ..errors import CommitConflict, IntegrityError
 from ..operators.base import DELETED, W, col_list, consolidate_sql, state_upsert_sql
 from ..storage import manifest as manifests
 from ..storage import sst_cache
@@ -128,8 +128,13 @@ def refresh_table(wh, obj: CatalogObject) -> int:
         return committed
     t0 = time.perf_counter()
     batches = epochs.batches_for(wh.store, obj.name, committed, target)
-    ctx = StepContext(wh, obj, m, target, False, wh.step_engine(_batch_rows(wh, batches)))
-    delta = apply_batches(wh, obj, m, batches, ctx.engine)
+    try:
+        ctx = StepContext(wh, obj, m, target, False, wh.step_engine(_batch_rows(wh, batches)))
+        delta = apply_batches(wh, obj, m, batches, ctx.engine)
+    except FileNotFoundError:
+        # the batches were collected: another process applied them and committed first
+        raise CommitConflict(f"commit of {obj.name!r}: another process advanced it past epoch {committed} "
+                             "while this step ran; nothing was committed, retry it") from None
     ctx.rows_in = ctx.engine.num_rows(delta) if delta is not None else 0
     if delta is None:
         delta = ctx.engine.from_arrow(changelog_schema(obj).empty_table())

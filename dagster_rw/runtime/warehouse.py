@@ -21,7 +21,7 @@ from . import epochs, step
 
 DEFAULT_OPTIONS = {
     "compact_max_files": 16,  # merge a state table's newest small files beyond this many
-    "gc_grace_seconds": 0.0,  # how long files dropped from a manifest stay readable
+    "gc_grace_seconds": 30.0,  # how long files dropped from a manifest stay readable by other readers
     "engine": "auto",  # 'duckdb' (in-process), 'spark', or 'auto': by the size of the step's input
     "spark_threshold_rows": 2_000_000,  # with 'auto', steps reading more change rows than this go to Spark
 }
@@ -268,7 +268,9 @@ class Warehouse:
         return newest
 
     def collect_garbage(self) -> None:
-        tables = [o for o in self.catalog().objects.values() if o.kind == TABLE]
+        # a fresh catalog: a table another process just created must hold the watermark back too
+        tables = [o for o in self.catalog(reload=True).objects.values() if o.kind == TABLE]
+        self._manifests.clear()
         if tables:
             applied = min(self.manifest(t.name).epoch for t in tables)
             epochs.collect_staging(self.store, applied)

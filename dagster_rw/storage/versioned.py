@@ -33,18 +33,17 @@ def commit(store: ObjectStore, prefix: str, version: int, document: dict, what: 
     """Atomically publish `document` as `version`; CommitConflict if another writer got there first.
 
     Old versions are pruned, so a writer that started from a long-pruned version could find its
-    key free: it then sees newer versions after its put, withdraws it, and fails the same way.
+    key free: the versions are listed first, and a newer one there means this writer is stale.
     """
     data = json.dumps(document, indent=1, sort_keys=True, default=str).encode()
     conflict = CommitConflict(
         f"{what}: version {version} was committed by another process at the same time; "
         "this attempt was discarded (nothing partial is visible), retry it"
     )
-    if not store.put_if_absent(version_key(prefix, version), data):
-        raise conflict
     versions = _versions(store, prefix)
-    if versions and versions[-1] > version:
-        store.delete(version_key(prefix, version))
+    if versions and versions[-1] >= version:
+        raise conflict
+    if not store.put_if_absent(version_key(prefix, version), data):
         raise conflict
     for old in versions:
         if old < version - KEEP:
