@@ -1,0 +1,90 @@
+"""Steps and batch reads over Spark Connect (`spark="sc://host:port"`), against a real Connect server.
+
+The server is started from the pyspark package (`sbin/start-connect-server.sh`) on a free loopback
+port; the client runs in its own process so it does not meet this run's classic Spark session.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+pytestmark = pytest.mark.spark
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def connect_url(tmp_path_factory):
+    import pyspark
+
+    home = os.path.dirname(pyspark.__file__)
+    logs = str(tmp_path_factory.mktemp("spark_connect"))
+    env = dict(os.environ, SPARK_HOME=home, SPARK_LOG_DIR=logs, SPARK_PID_DIR=logs, SPARK_LOCAL_IP="127.0.0.1")
+    port = _free_port()
+    subprocess.run([os.path.join(home, "sbin", "start-connect-server.sh"), "--master", "local[2]",
+                    "--conf", f"spark.connect.grpc.binding.port={port}",
+                    "--conf", "spark.sql.session.timeZone=UTC", "--conf", "spark.ui.enabled=false"],
+                   env=env, check=True, capture_output=True)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.5)
+    else:
+        pytest.fail(f"the Spark Connect server did not listen on {port}; logs in {logs}")
+    yield f"sc://127.0.0.1:{port}"
+    subprocess.run([os.path.join(home, "sbin", "stop-connect-server.sh")], env=env, capture_output=True)
+
+
+CLIENT = textwrap.dedent('''
+    import json, sys, warnings
+    warnings.filterwarnings("ignore")
+    sys.path.insert(0, {tests!r})
+    import dagster_rw
+    from oracle import Oracle, assert_same
+
+    conn = dagster_rw.connect({warehouse!r}, spark={url!r}, engine="spark")
+    oracle = Oracle()
+    statements = [
+        "CREATE TABLE t (id INT PRIMARY KEY, k INT, v INT)",
+        "CREATE TABLE d (k INT PRIMARY KEY, name VARCHAR)",
+        "INSERT INTO t VALUES (1, 1, 10), (2, 1, 30), (3, 2, 5)",
+        "INSERT INTO d VALUES (1, 'one'), (2, 'two')",
+    ]
+    for s in statements:
+        conn.execute(s)
+        oracle.execute(s) if s.startswith("CREATE") else oracle.upsert(s.split()[2], s.split("VALUES", 1)[1])
+    view = "SELECT d.name, count(*) AS n, max(t.v) AS mx FROM t JOIN d ON t.k = d.k GROUP BY d.name"
+    conn.execute("CREATE MATERIALIZED VIEW m AS " + view)
+    oracle.execute("CREATE VIEW m AS " + view)
+    conn.execute("DELETE FROM t WHERE id = 2")
+    oracle.execute("DELETE FROM t WHERE id = 2")
+    conn.execute("FLUSH")
+    assert_same(conn.execute("SELECT * FROM m").fetchall(), oracle.rows("SELECT * FROM m"), "m over Spark Connect")
+    engines = sorted({{s["engine"] for s in conn.status() if "engine" in s}})
+    print(json.dumps({{"engines": engines, "rows": sorted(conn.execute("SELECT * FROM m").fetchall())}}))
+''')
+
+
+def test_steps_and_queries_run_over_spark_connect(tmp_path, connect_url):
+    script = tmp_path / "client.py"
+    script.write_text(CLIENT.format(tests=os.path.dirname(__file__), warehouse=str(tmp_path / "wh"),
+                                    url=connect_url))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    import json
+
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["engines"] == ["spark"]
+    assert result["rows"] == [["one", 1, 10], ["two", 1, 5]]
