@@ -11,7 +11,6 @@ import textwrap
 import threading
 from unittest import mock
 
-import duckdb
 import pyarrow.parquet as pq
 import pytest
 
@@ -200,7 +199,7 @@ BARRIER_CUTTER = textwrap.dedent('''
     cut = []
     for i in range(count):
         stmt = tag * 1000 + i
-        conn.execute(f"INSERT INTO ev VALUES ({stmt}, {i}, {tag}, {i})")
+        conn.execute(f"INSERT INTO acct VALUES ({stmt}, {tag}, {i})")
         cut.append([stmt, conn.barrier()])
     with open(out, "w") as f:
         json.dump(cut, f)
@@ -208,13 +207,12 @@ BARRIER_CUTTER = textwrap.dedent('''
 
 
 def test_concurrent_barriers_get_distinct_epochs_and_seal_each_batch_once(tmp_path):
-    """Two processes alternate INSERT and barrier as fast as they can. (A barrier taken right after
-    staged files were collected has a further race: see the xfail test below.)"""
+    """Two processes alternate INSERT and barrier as fast as they can, starting right after a FLUSH
+    collected the staged files (no epoch above the staging watermark)."""
     warehouse = str(tmp_path / "wh")
     conn = dagster_rw.connect(warehouse)
     create_schema(conn)
-    conn.execute("FLUSH")
-    first = conn.barrier()  # an epoch above the staging watermark
+    first = conn.flush()
     count = 12
     go = tmp_path / "go"
     procs = [_spawn(BARRIER_CUTTER, [warehouse, str(tag), str(count), str(go), str(tmp_path / f"cut{tag}.json")],
@@ -243,25 +241,45 @@ def test_concurrent_barriers_get_distinct_epochs_and_seal_each_batch_once(tmp_pa
     # each INSERT was sealed exactly once, no later than the barrier its writer cut right after it
     stmt_epoch: dict[int, int] = {}
     for key, n in sealed_in.items():
-        for stmt in pq.read_table(store.local_path(key)).column("stmt").to_pylist():
+        for stmt in pq.read_table(store.local_path(key)).column("id").to_pylist():
             assert stmt not in stmt_epoch
             stmt_epoch[stmt] = n
     assert set(stmt_epoch) == set(cut)
     assert all(stmt_epoch[s] <= cut[s] for s in cut), {s: (stmt_epoch[s], cut[s]) for s in cut}
 
     conn.execute("FLUSH")
-    assert sorted(r[0] for r in table_rows(conn)["ev"]) == sorted(cut)
+    assert sorted(r[0] for r in table_rows(conn)["acct"]) == sorted(cut)
     check_views(conn)
 
 
-# -- races that break the engine (reported; xfail until fixed) -----------------------------------
+SAME_MILLISECOND_WRITER = textwrap.dedent('''
+    import sys, time
+    time.time = lambda: 1_800_000_000.0  # both writers stage their row in the same millisecond
+    import dagster_rw
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "epochs.barrier: when no epoch is above the staging watermark (right after a FLUSH collected "
-    "staged files) it computes the sealed set from one listing of epochs/ and the new epoch number "
-    "from a second listing (newest_epoch); a barrier committed in between is missed and its batches "
-    "are sealed a second time"))
+    conn = dagster_rw.connect(sys.argv[1])
+    conn.execute(f"INSERT INTO ev VALUES ({sys.argv[2]}, 0, 0, 0)")
+''')
+
+
+def test_rows_two_processes_insert_in_the_same_millisecond_both_survive(tmp_path):
+    warehouse = str(tmp_path / "wh")
+    conn = dagster_rw.connect(warehouse)
+    create_schema(conn, [])
+    for stmt in (1, 2):
+        proc = _spawn(SAME_MILLISECOND_WRITER, [warehouse, str(stmt)], tmp_path, "same_ms")
+        proc.wait(timeout=120)
+        assert proc.returncode == 0, open(proc.stderr_path).read()
+    conn.execute("FLUSH")
+    assert sorted(r[0] for r in table_rows(conn)["ev"]) == [1, 2]
+
+
+# -- races found here (regression tests) ---------------------------------------------------------
+# Each one forces the interleaving that broke the engine, in one process, with a hook.
+
 def test_barrier_racing_another_barrier_never_reseals_a_batch(tmp_path):
+    """Another barrier is committed between this barrier's listings of epochs/ (it used to compute
+    the sealed set from one listing and the new epoch number from a second one)."""
     warehouse = str(tmp_path / "wh")
     conn = dagster_rw.connect(warehouse)
     conn.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
@@ -270,7 +288,6 @@ def test_barrier_racing_another_barrier_never_reseals_a_batch(tmp_path):
     conn.execute("INSERT INTO t VALUES (2, 2)")
 
     class Racing(LocalStore):
-        """Lets another process cut a barrier between this barrier's two listings of epochs/."""
         listings = 0
 
         def list(self, prefix):
@@ -288,13 +305,13 @@ def test_barrier_racing_another_barrier_never_reseals_a_batch(tmp_path):
             for key in keys:
                 assert key not in seen, f"{key} sealed by epoch {seen[key]} and again by epoch {n} (mine: {mine})"
                 seen[key] = n
+    conn.execute("FLUSH")
+    assert sorted(conn.execute("SELECT * FROM t").fetchall()) == [(1, 1), (2, 2)]
 
 
-@pytest.mark.xfail(strict=True, raises=FileNotFoundError, reason=(
-    "a table step that loses the race to another process's FLUSH reads staged batches that FLUSH "
-    "already collected (epochs.collect_staging deletes them at once) and fails with "
-    "FileNotFoundError instead of CommitConflict"))
 def test_table_step_losing_to_a_concurrent_flush_fails_with_commit_conflict(tmp_path):
+    """A table step has listed its batches when another connection's FLUSH applies and collects
+    them: the step must fail with CommitConflict (it used to fail with FileNotFoundError)."""
     warehouse = str(tmp_path / "wh")
     a = dagster_rw.connect(warehouse)
     b = dagster_rw.connect(warehouse)
@@ -303,25 +320,22 @@ def test_table_step_losing_to_a_concurrent_flush_fails_with_commit_conflict(tmp_
     a.barrier()
     real = epochs_mod.batches_for
 
-    def racing(store, table, after, upto):  # a has listed its step's batches; b flushes before a reads them
+    def racing(store, table, after, upto):
         keys = real(store, table, after, upto)
         if store is a.wh.store:
             b.execute("FLUSH")
         return keys
 
     with mock.patch.object(epochs_mod, "batches_for", racing):
-        try:
+        with pytest.raises(CommitConflict, match="commit of 't'"):
             a.refresh("t")
-        except CommitConflict:
-            pass
+    assert a.refresh("t") == b.status()[0]["epoch"]  # the retry has nothing left to do
     assert a.execute("SELECT * FROM t").fetchall() == [(1, 1)]
 
 
-@pytest.mark.xfail(strict=True, raises=FileNotFoundError, reason=(
-    "a FLUSH whose catalog predates a table created (and written) by another connection collects "
-    "that table's sealed batches before the table applied them: the acknowledged rows are lost and "
-    "every later FLUSH fails with FileNotFoundError"))
 def test_flush_with_a_stale_catalog_keeps_another_connections_new_table_rows(tmp_path):
+    """A FLUSH whose catalog predates a table another connection created and wrote to must not
+    collect that table's staged batches (the acknowledged rows used to be lost)."""
     warehouse = str(tmp_path / "wh")
     c = dagster_rw.connect(warehouse)
     d = dagster_rw.connect(warehouse)
@@ -335,36 +349,31 @@ def test_flush_with_a_stale_catalog_keeps_another_connections_new_table_rows(tmp
     assert d.execute("SELECT * FROM b").fetchall() == [(1,)]
 
 
-@pytest.mark.xfail(strict=True, raises=CommitConflict, reason=(
-    "versioned.commit: after its put succeeds it lists the versions and, when a newer one exists, "
-    "deletes its own and raises CommitConflict ('this attempt was discarded') - but a newer "
-    "version may be another writer's commit built on this one, so a commit in effect is reported "
-    "as discarded (a step or DDL that succeeded fails, and the step's dropped files leak)"))
 def test_commit_that_another_writer_built_on_is_not_reported_as_discarded(tmp_path):
+    """Right after this writer's put, another writer loads it and commits the next version on top:
+    this commit is in effect and must be reported as such (it used to be deleted and reported as
+    a CommitConflict, 'discarded')."""
     root = str(tmp_path / "wh")
-    versioned.commit(LocalStore(root), "objects/x/manifest", 1, {"v": 1}, "commit of 'x'")
+    prefix = "objects/x/manifest"
+    versioned.commit(LocalStore(root), prefix, 1, {"v": 1}, "commit of 'x'")
 
     class Racing(LocalStore):
-        """Between this writer's put and its check, another writer loads it and commits on top."""
-        fired = False
-
-        def list(self, prefix):
-            if prefix == "objects/x/manifest/" and not Racing.fired:
-                Racing.fired = True
+        def put_if_absent(self, key, data):
+            ok = super().put_if_absent(key, data)
+            if ok and key == versioned.version_key(prefix, 2):
                 other = LocalStore(root)
-                assert versioned.latest(other, "objects/x/manifest") == (2, {"v": 2})
-                versioned.commit(other, "objects/x/manifest", 3, {"v": 3, "base": 2}, "commit of 'x'")
-            return super().list(prefix)
+                assert versioned.latest(other, prefix) == (2, {"v": 2})
+                versioned.commit(other, prefix, 3, {"v": 3, "base": 2}, "commit of 'x'")
+            return ok
 
-    versioned.commit(Racing(root), "objects/x/manifest", 2, {"v": 2}, "commit of 'x'")
-    assert LocalStore(root).exists(versioned.version_key("objects/x/manifest", 2))
+    versioned.commit(Racing(root), prefix, 2, {"v": 2}, "commit of 'x'")
+    assert LocalStore(root).exists(versioned.version_key(prefix, 2))
+    assert versioned.latest(LocalStore(root), prefix) == (3, {"v": 3, "base": 2})
 
 
-@pytest.mark.xfail(strict=True, raises=duckdb.IOException, reason=(
-    "with the default gc_grace_seconds=0, files a step drops (compaction, consumed change logs) are "
-    "deleted at its commit: a query (or step) of another connection that loaded the previous "
-    "manifest a moment before fails with a raw DuckDB IOException instead of reading that version"))
 def test_query_reads_its_version_while_another_connection_compacts(tmp_path):
+    """A query has loaded a view's manifest when another connection compacts the view: the query
+    still reads that version (with a zero grace period it used to fail with a DuckDB IOException)."""
     warehouse = str(tmp_path / "wh")
     reader = dagster_rw.connect(warehouse)
     reader.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
@@ -376,10 +385,10 @@ def test_query_reads_its_version_while_another_connection_compacts(tmp_path):
     real = step_mod.output_table
     fired = []
 
-    def racing(wh, obj, m, engine=None):  # the reader has loaded s's manifest; the writer compacts s
+    def racing(wh, obj, m, engine=None):
         table = real(wh, obj, m, engine)
         if wh is reader.wh and obj.name == "s" and not fired:
-            fired.append(True)
+            fired.append({f.key for f in m.state.get("output", [])})
             for i in range(3, 8):
                 writer.execute(f"INSERT INTO t VALUES ({i}, {i})")
                 writer.execute("FLUSH")
@@ -387,4 +396,7 @@ def test_query_reads_its_version_while_another_connection_compacts(tmp_path):
 
     with mock.patch.object(step_mod, "output_table", racing):
         rows = reader.execute("SELECT * FROM s").fetchall()
+    now_listed = {f.key for f in manifests.load(LocalStore(warehouse), "s").state.get("output", [])}
+    assert fired and not fired[0] & now_listed  # the files the query read were compacted away
     assert sorted(rows) == [(i, 1) for i in range(3)]
+    assert sorted(reader.execute("SELECT * FROM s").fetchall()) == [(i, 1) for i in range(8)]

@@ -87,11 +87,14 @@ def committed_epochs(conn) -> dict[str, int]:
     return {s["name"]: s["epoch"] for s in conn.status()}
 
 
-def unreferenced_files(conn, obj: str) -> list[str]:
-    """Parquet files under the object's folder that its committed manifest does not list."""
+def object_files(conn, obj: str) -> set[str]:
+    return {k for k in conn.wh.store.list(f"objects/{obj}/") if k.endswith(".parquet")}
+
+
+def listed_files(conn, obj: str) -> set[str]:
+    """The files the object's committed manifest refers to."""
     m = conn.wh.manifest(obj)
-    listed = {f.key for files in m.state.values() for f in files} | {f.key for f in m.changelog}
-    return [k for k in conn.wh.store.list(f"objects/{obj}/") if k.endswith(".parquet") and k not in listed]
+    return {f.key for files in m.state.values() for f in files} | {f.key for f in m.changelog}
 
 
 def _wait_for(predicate, proc, what: str, timeout: float = 60.0) -> None:
@@ -364,6 +367,7 @@ def test_kill_inside_a_step_leaves_the_last_committed_version_readable(tmp_path,
     reader = dagster_rw.connect(warehouse)
     epochs_before = committed_epochs(reader)
     contents_before = {n: rows_of(reader, n) for n in epochs_before}
+    files_before = object_files(reader, paused)
     marker = tmp_path / "in-step"
     proc = _spawn(PAUSED_WRITER, [warehouse, paused, str(marker)], tmp_path, "paused")
     try:
@@ -377,7 +381,10 @@ def test_kill_inside_a_step_leaves_the_last_committed_version_readable(tmp_path,
     epochs_now = committed_epochs(reader)
     assert epochs_now[paused] == epochs_before[paused]
     assert rows_of(reader, paused) == contents_before[paused]
-    assert unreferenced_files(reader, paused), "the killed step had written files (it died mid-step)"
+    written = object_files(reader, paused) - files_before
+    assert written, "the killed step had written its files (it died mid-step)"
+    assert not written & listed_files(reader, paused), "none of them is visible"
+    assert listed_files(reader, paused) <= object_files(reader, paused)  # the committed version is whole
     if paused in VIEWS:
         assert all(epochs_now[t] > epochs_before[t] for t in TABLES)  # the tables' steps did commit
     for name in epochs_now:  # every object still reads

@@ -212,8 +212,14 @@ S3_OPS = [
 ]
 
 
-def test_views_on_an_s3_warehouse_match_duckdb_after_every_flush(s3_url):
+def test_views_on_an_s3_warehouse_match_duckdb_after_every_flush(s3, s3_url):
     run_workload(s3_url, S3_VIEWS, S3_OPS, S3_CREATE_AT)
+    prefix = s3_url.split("/", 3)[3]
+    pages = s3.client().get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix + "/")
+    keys = [item["Key"][len(prefix) + 1:] for page in pages for item in page.get("Contents", [])]
+    for name in S3_VIEWS:  # the state really is in the bucket
+        assert any(k.startswith(f"objects/{name}/state/") for k in keys), name
+    assert any(k.startswith("epochs/") for k in keys) and any(k.startswith("catalog/") for k in keys)
 
 
 # -- (c) a second connection and a second process ------------------------------------------------

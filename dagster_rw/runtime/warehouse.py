@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import random
 import threading
 import time
 import uuid
@@ -29,14 +30,22 @@ DEFAULT_OPTIONS = {
 ROW_ID = "_row_id"
 _row_ids = {"next": 0}
 _row_ids_lock = threading.Lock()
+_ROW_BITS = 22
 
 
 def _row_id_base(n: int) -> int:
-    """Hidden row ids: milliseconds since the epoch shifted left 22 bits, plus the row's index.
-    Monotonic within a process; two processes collide only when both stage rows in the same millisecond."""
+    """Hidden row ids for a batch of n rows: a millisecond in the high bits (each batch of this
+    process takes a later one), and a random offset in the low 22 bits, so two processes staging
+    in the same millisecond collide only if their random ranges overlap (about n / 4M)."""
     with _row_ids_lock:
-        base = max(int(time.time() * 1000) << 22, _row_ids["next"])
-        _row_ids["next"] = base + n
+        ms = max(int(time.time() * 1000), _row_ids["next"])
+        span = 1 << _ROW_BITS
+        if n < span:
+            base = (ms << _ROW_BITS) + random.randrange(0, span - n + 1)
+            _row_ids["next"] = ms + 1
+        else:  # a bulk load takes whole milliseconds
+            base = ms << _ROW_BITS
+            _row_ids["next"] = ms + (n + span - 1) // span + 1
         return base
 OP = "_op"
 SEQ = "_seq"
