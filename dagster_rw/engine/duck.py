@@ -1,6 +1,7 @@
 """The in-process engine: DuckDB over Arrow tables and local Parquet files."""
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
 
@@ -31,65 +32,48 @@ class DuckEngine(Engine):
         self.con.execute("SET preserve_insertion_order = false")
         self.lock = threading.RLock()
 
-    def _bind(self, name: str, rel, cleanup: list):
-        if isinstance(rel, pa.Table):
-            self.con.register(name, rel)
-            cleanup.append(("arrow", name))
-        elif isinstance(rel, ParquetScan):
-            self.con.execute(f"CREATE OR REPLACE TEMP VIEW {quote(name)} AS {scan_sql(rel)}")
-            cleanup.append(("view", name))
-        else:
-            raise TypeError(f"not a relation: {type(rel)}")
-
-    def sql(self, query: str, lazy: bool = False, **relations) -> pa.Table:
+    @contextlib.contextmanager
+    def _bound(self, relations: dict):
+        """Make the relations visible to DuckDB under their names for the duration of one query."""
         with self.lock:
-            cleanup: list = []
+            views, arrows = [], []
             try:
                 for name, rel in relations.items():
-                    self._bind(name, rel, cleanup)
-                return self.con.sql(query).to_arrow_table()
-            finally:
-                for kind, name in cleanup:
-                    if kind == "arrow":
-                        self.con.unregister(name)
+                    if isinstance(rel, pa.Table):
+                        self.con.register(name, rel)
+                        arrows.append(name)
+                    elif isinstance(rel, ParquetScan):
+                        self.con.execute(f"CREATE OR REPLACE TEMP VIEW {quote(name)} AS {scan_sql(rel)}")
+                        views.append(name)
                     else:
-                        self.con.execute(f"DROP VIEW IF EXISTS {quote(name)}")
+                        raise TypeError(f"not a relation: {type(rel)}")
+                yield
+            finally:
+                for name in arrows:
+                    self.con.unregister(name)
+                for name in views:
+                    self.con.execute(f"DROP VIEW IF EXISTS {quote(name)}")
+
+    def sql(self, query: str, lazy: bool = False, **relations) -> pa.Table:
+        with self._bound(relations):
+            return self.con.sql(query).to_arrow_table()
 
     def execute(self, query: str, **relations):
         """Run a statement and return DuckDB's Python rows (used for batch SELECT)."""
-        with self.lock:
-            cleanup: list = []
-            try:
-                for name, rel in relations.items():
-                    self._bind(name, rel, cleanup)
-                rel = self.con.sql(query)
-                if rel is None:
-                    return None, []
-                return rel.description, rel.fetchall()
-            finally:
-                for kind, name in cleanup:
-                    if kind == "arrow":
-                        self.con.unregister(name)
-                    else:
-                        self.con.execute(f"DROP VIEW IF EXISTS {quote(name)}")
+        with self._bound(relations):
+            rel = self.con.sql(query)
+            if rel is None:
+                return None, []
+            return rel.description, rel.fetchall()
 
     def describe(self, query: str, **relations) -> list[tuple[str, str]]:
         """Column names and DuckDB types of a query's result, without running it over data."""
-        with self.lock:
-            cleanup: list = []
+        with self._bound(relations):
             try:
-                for name, rel in relations.items():
-                    self._bind(name, rel, cleanup)
                 rows = self.con.sql(f"DESCRIBE {query}").fetchall()
-                return [(r[0], r[1]) for r in rows]
             except duckdb.Error as e:
-                raise ProgrammingError(str(e).split("\n")[0]) from e
-            finally:
-                for kind, name in cleanup:
-                    if kind == "arrow":
-                        self.con.unregister(name)
-                    else:
-                        self.con.execute(f"DROP VIEW IF EXISTS {quote(name)}")
+                raise ProgrammingError(str(e).split("\n")[0]) from None
+            return [(r[0], r[1]) for r in rows]
 
     def to_arrow(self, relation) -> pa.Table:
         if isinstance(relation, pa.Table):
@@ -106,21 +90,12 @@ class DuckEngine(Engine):
 
     def write_parquet(self, relation, path: str, order_by: list[str]) -> int:
         order = (" ORDER BY " + ", ".join(quote(c) + " NULLS FIRST" for c in order_by)) if order_by else ""
-        with self.lock:
-            cleanup: list = []
-            name = f"w{next(_counter)}"
-            try:
-                self._bind(name, relation, cleanup)
-                return self.con.execute(
-                    f"COPY (SELECT * FROM {quote(name)}{order}) TO '{path}' "
-                    "(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 122880)"
-                ).fetchall()[0][0]
-            finally:
-                for kind, n in cleanup:
-                    if kind == "arrow":
-                        self.con.unregister(n)
-                    else:
-                        self.con.execute(f"DROP VIEW IF EXISTS {quote(n)}")
+        name = f"w{next(_counter)}"
+        with self._bound({name: relation}):
+            return self.con.execute(
+                f"COPY (SELECT * FROM {quote(name)}{order}) TO '{path}' "
+                "(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 122880)"
+            ).fetchall()[0][0]
 
 
 def scan_sql(scan: ParquetScan) -> str:
