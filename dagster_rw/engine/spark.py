@@ -49,6 +49,7 @@ def local_session(app_name: str = "dagster-rw", cores: int = 2, conf: dict | Non
     builder = (
         SparkSession.builder.master(f"local[{cores}]").appName(app_name)
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", str(max(2, cores * 2)))
         .config("spark.sql.adaptive.enabled", "true")
         .config("spark.driver.memory", "4g")
