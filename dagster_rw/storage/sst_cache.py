@@ -132,12 +132,16 @@ def encode_keys(keys: pa.Table, cols: list[str], schema: pa.Schema) -> tuple[np.
         nullmask = m if nullmask is None else pc.or_(nullmask, m)
     want_null = bool(pc.any(nullmask).as_py()) if len(keys) else False
     keep = pc.invert(nullmask)
-    encoded = _encode([c.filter(keep) for c in columns])
-    return np.unique(encoded), want_null
+    columns = [c.filter(keep) for c in columns]
+    if len(columns) == 1 and not (pa.types.is_string(columns[0].type) or pa.types.is_large_string(columns[0].type)):
+        return np.sort(pc.unique(columns[0]).to_numpy(zero_copy_only=False)), want_null
+    return np.unique(_encode(columns)), want_null
 
 
-def rows_matching(path: str, cols: list[str], wanted: np.ndarray, want_null: bool) -> pa.Table | None:
-    """Rows of one sorted file whose key columns `cols` equal a wanted key (None: cannot search)."""
+def rows_matching(path: str, cols: list[str], wanted: np.ndarray, want_null: bool,
+                  unique: bool = False) -> pa.Table | None:
+    """Rows of one sorted file whose key columns `cols` equal a wanted key (None: cannot search).
+    With `unique` (cols are the file's whole primary key) each key matches at most one row."""
     f = _file(path)
     idx = _index(f, tuple(cols))
     if idx is None:
@@ -146,7 +150,14 @@ def rows_matching(path: str, cols: list[str], wanted: np.ndarray, want_null: boo
     parts = []
     if want_null and nulls:
         parts.append(np.arange(nulls))
-    if len(wanted) and len(keys):
+    if len(wanted) and len(keys) and unique:
+        pos = np.searchsorted(keys, wanted, side="left")
+        inside = pos < len(keys)
+        pos = pos[inside]
+        pos = pos[keys[pos] == wanted[inside]]
+        if len(pos):
+            parts.append(pos + nulls)
+    elif len(wanted) and len(keys):
         lo = np.searchsorted(keys, wanted, side="left")
         hi = np.searchsorted(keys, wanted, side="right")
         hit = hi > lo

@@ -77,7 +77,8 @@ class StateTable:
         full = self._scan().schema
         parts = []
         for f in self.files:
-            rows = sst_cache.rows_matching(self.store.local_path(f.key), cols, wanted, want_null)
+            rows = sst_cache.rows_matching(self.store.local_path(f.key), cols, wanted, want_null,
+                                           unique=list(cols) == list(self.pk))
             if rows is None:
                 return None
             parts.append(rows.select(full.names).cast(full))
@@ -187,5 +188,5 @@ def write_sorted(table: pa.Table, path: str, keys: list[str]) -> pa.Table | None
         return None
     if keys and table.num_rows > 1:
         table = table.sort_by([(k, "ascending", "at_start") for k in keys])
-    pq.write_table(table, path, compression="zstd")
+    pq.write_table(table, path, compression="snappy")  # step files are small and written often
     return table
