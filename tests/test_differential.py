@@ -64,6 +64,26 @@ VIEWS_ON_VIEWS = {
     "on_view_agg": "SELECT count(*) AS groups, max(sv) AS top FROM base_agg",
 }
 
+WINDOWS = {
+    "row_number_top2": "SELECT * FROM (SELECT k, id, v, row_number() OVER (PARTITION BY k ORDER BY v DESC, id) AS rn "
+                       "FROM t1) x WHERE rn <= 2",
+    "rank_per_k": "SELECT k, id, v, rank() OVER (PARTITION BY k ORDER BY v) AS r FROM t1",
+    "dense_rank_global": "SELECT * FROM (SELECT id, v, s, dense_rank() OVER (ORDER BY v DESC) AS rn FROM t1) x "
+                         "WHERE rn <= 3",
+    "window_over_join": "SELECT * FROM (SELECT t1.id, t2.id AS id2, t2.w, row_number() OVER (PARTITION BY t2.k "
+                        "ORDER BY t2.w, t1.id, t2.id) AS rn FROM t1 JOIN t2 ON t1.k = t2.k) x WHERE rn <= 3",
+    "null_partition_first": "SELECT * FROM (SELECT id, s, v, row_number() OVER (PARTITION BY s ORDER BY v NULLS "
+                            "FIRST, id DESC) AS rn FROM t1) x WHERE rn = 1",
+    "window_expressions": "SELECT id, k % 2 AS kk, rank() OVER (PARTITION BY k % 2 ORDER BY v * -1) + 10 AS r, "
+                          "dense_rank() OVER (PARTITION BY s ORDER BY k DESC NULLS LAST) AS dr FROM t1",
+    "window_no_pk": "SELECT k, v, rank() OVER (PARTITION BY k ORDER BY v DESC NULLS LAST) AS r, "
+                    "dense_rank() OVER (PARTITION BY k ORDER BY v) AS dr, "
+                    "rank() OVER (PARTITION BY k) AS peers FROM t3",
+    "window_then_limit": "SELECT id, v, row_number() OVER (PARTITION BY k ORDER BY v, id) AS rn FROM t1 "
+                         "ORDER BY rn, id LIMIT 4",
+    "on_window": "SELECT k, count(*) AS n, max(v) AS mx FROM row_number_top2 GROUP BY k",
+}
+
 small = st.integers(0, 4)
 value = st.one_of(st.none(), st.integers(-3, 9))
 text = st.one_of(st.none(), st.sampled_from(["a", "b", "c"]))
@@ -179,6 +199,7 @@ test_linear_and_aggregate_views_match_duckdb = _workload_test(LINEAR_AND_AGGREGA
 test_join_views_match_duckdb = _workload_test(JOINS)
 test_union_top_n_and_tables_without_key_match_duckdb = _workload_test(SETS_TOPN_NOPK)
 test_views_over_views_match_duckdb = _workload_test(VIEWS_ON_VIEWS)
+test_window_views_match_duckdb = _workload_test(WINDOWS)
 
 
 def test_view_lagging_several_epochs_catches_up_in_one_refresh(warehouse):

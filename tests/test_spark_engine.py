@@ -5,7 +5,7 @@ import pytest
 
 import dagster_rw
 from oracle import Oracle, assert_same
-from test_differential import JOINS, LINEAR_AND_AGGREGATES, SCHEMA, SETS_TOPN_NOPK, _values
+from test_differential import JOINS, LINEAR_AND_AGGREGATES, SCHEMA, SETS_TOPN_NOPK, WINDOWS, _values
 
 pytestmark = pytest.mark.spark
 
@@ -17,6 +17,7 @@ VIEWS = {
     "full_join_residual": JOINS["full_join_residual"],
     "top_n": SETS_TOPN_NOPK["top_n"],
     "union_all": SETS_TOPN_NOPK["union_all"],
+    "row_number_top2": WINDOWS["row_number_top2"],
 }
 
 STEPS = [

@@ -5,10 +5,11 @@ from ..operators.aggregate import AggregateOp
 from ..operators.join import InnerJoinOp
 from ..operators.map import MapOp
 from ..operators.outer_join import OuterJoinOp
+from ..operators.over_window import OverWindowOp
 from ..operators.scan import ScanOp
 from ..operators.top_n import TopNOp
 from ..operators.union import UnionAllOp
-from ..sql.plan import Aggregate, Join, Map, Node, Scan, TopN, UnionAll
+from ..sql.plan import Aggregate, Join, Map, Node, OverWindow, Scan, TopN, UnionAll
 
 
 def operator_for(node: Node, ctx):
@@ -24,6 +25,8 @@ def operator_for(node: Node, ctx):
         return UnionAllOp(node, ctx)
     if isinstance(node, TopN):
         return TopNOp(node, ctx)
+    if isinstance(node, OverWindow):
+        return OverWindowOp(node, ctx)
     raise TypeError(f"no operator for {type(node).__name__}")
 
 

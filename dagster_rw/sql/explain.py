@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from .plan import Aggregate, Join, Map, Node, Scan, TopN, UnionAll, cname
+from .plan import Aggregate, Join, Map, Node, OverWindow, Scan, TopN, UnionAll, cname
 
 
 def _named(e: exp.Expression, columns) -> str:
@@ -52,6 +52,18 @@ def _describe(node: Node) -> tuple[str, str]:
         order = ", ".join(f"{node.columns[o.column].name} {'DESC' if o.desc else 'ASC'}" for o in node.order)
         return (f"StreamTopN {{ order: [{order}], limit: {node.limit}, offset: {node.offset} }}",
                 "input rows sorted by the order key; the current first limit+offset rows")
+    if isinstance(node, OverWindow):
+        child = node.child
+        part = _names(child, node.partition)
+        order = ", ".join(f"{child.columns[o.column].name} {'DESC' if o.desc else 'ASC'}"
+                          + (f" NULLS {'FIRST' if o.nulls_first else 'LAST'}" if o.nulls_first != o.desc else "")
+                          for o in node.order)
+        key = _names(child, child.stream_key)
+        if node.partition:
+            state = f"input rows by {part} + stream key {key}; a step re-ranks the partitions it touches"
+        else:
+            state = f"input rows by stream key {key}; no PARTITION BY: a step re-ranks the whole input"
+        return (f"StreamOverWindow {{ function: {node.func}(), partition: {part}, order: [{order}] }}", state)
     return type(node).__name__, "?"
 
 

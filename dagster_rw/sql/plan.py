@@ -131,6 +131,21 @@ class TopN(Node):
         return [self.child]
 
 
+@dataclass(eq=False)
+class OverWindow(Node):
+    """A ranking window function (row_number, rank, dense_rank) OVER (PARTITION BY ... ORDER BY ...):
+    the child's columns, then the rank as one more column. Stream key: the child's."""
+
+    child: Node | None = None
+    func: str = "row_number"  # row_number, rank, dense_rank
+    partition: list[int] = field(default_factory=list)  # child columns
+    order: list[OrderKey] = field(default_factory=list)  # over child columns
+
+    @property
+    def children(self):
+        return [self.child]
+
+
 def number_nodes(root: Node) -> Node:
     for i, node in enumerate(root.walk()):
         node.id = i

@@ -14,9 +14,11 @@ from .. import types as sqltypes
 from ..engine.duck import DuckEngine, quote
 from ..errors import ProgrammingError, unsupported
 from .semantics import typed_expression
-from .plan import Agg, Aggregate, Col, Join, Map, Node, OrderKey, Scan, TopN, UnionAll, cname, number_nodes
+from .plan import (Agg, Aggregate, Col, Join, Map, Node, OrderKey, OverWindow, Scan, TopN, UnionAll, cname,
+                   number_nodes)
 
 AGG_FUNCS = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max"}
+WINDOW_FUNCS = {exp.RowNumber: "row_number", exp.Rank: "rank", exp.DenseRank: "dense_rank"}
 _INT_TYPES = ("smallint", "integer", "bigint")
 
 
@@ -78,7 +80,7 @@ class Planner:
         for sub in expression.find_all(exp.Subquery, exp.Exists):
             raise self.refuse("subqueries inside expressions", sub)
         for w in expression.find_all(exp.Window):
-            raise self.refuse("window functions (OVER)", w)
+            raise self.refuse("window functions (OVER) outside the select list, or nested", w)
         for fn in expression.find_all(exp.Anonymous):
             if fn.name.lower() in ("now", "random", "proctime", "current_timestamp", "gen_random_uuid"):
                 raise self.refuse(f"the non-deterministic function {fn.name}()", fn)
@@ -194,6 +196,16 @@ class Planner:
             node = self.map(node, [exp.column(cname(i)) for i in range(len(node.columns))], cond,
                             [c.name for c in node.columns], keep_hidden=[c.hidden for c in node.columns])
         select_items = self.expand_star(q.expressions, scope)
+        windows = self.window_calls(select_items)
+        if windows:
+            if q.args.get("group") or q.args.get("having") or any(
+                    _find_aggs(_without_windows(e)) for e, _ in select_items):
+                raise self.refuse("window functions together with GROUP BY or aggregates in the same SELECT",
+                                  windows[0])
+            node, names = self.plan_windows(q, node, scope, select_items, windows)
+            if q.args.get("distinct"):
+                node = self.distinct(node, len(names), names)
+            return self.order_limit(node, names, q, select_items)
         has_aggs = any(_find_aggs(e) for e, _ in select_items) or q.args.get("group") or q.args.get("having")
         if has_aggs:
             node, names = self.plan_aggregate(q, node, scope, select_items)
@@ -463,6 +475,106 @@ class Planner:
         node.stream_key = key
         return node
 
+    # -- ranking window functions --------------------------------------------------------------
+    def window_calls(self, select_items) -> list[exp.Window]:
+        """The window function calls of the select list; refuses what OverWindow cannot maintain."""
+        found = []
+        for e, _ in select_items:
+            for w in e.find_all(exp.Window):
+                self.check_window(w)
+                found.append(w)
+        return found
+
+    def check_window(self, w: exp.Window) -> None:
+        fn = w.this
+        if type(fn) not in WINDOW_FUNCS:
+            raise self.refuse("window functions other than row_number(), rank() and dense_rank(): "
+                              f"{w.sql(dialect='postgres')}", w)
+        if any(v for v in fn.args.values()):
+            raise self.refuse(f"arguments to {WINDOW_FUNCS[type(fn)]}()", w)
+        if w.args.get("alias") is not None:
+            raise self.refuse("named windows (OVER name)", w)
+        if w.args.get("spec") is not None:
+            raise self.refuse("window frame clauses (ROWS / RANGE / GROUPS)", w)
+        if (w.args.get("over") or "OVER").upper() != "OVER" or w.args.get("first") is not None:
+            raise self.refuse(f"this window clause: {w.sql(dialect='postgres')}", w)
+        if type(fn) is exp.RowNumber and w.args.get("order") is None:
+            raise self.refuse("row_number() without ORDER BY (its numbering would be arbitrary)", w)
+        defs = list(w.args.get("partition_by") or [])
+        if w.args.get("order") is not None:
+            defs += [o.this for o in w.args["order"].expressions]
+        for d in defs:
+            for n in d.walk():
+                if type(n) in AGG_FUNCS or isinstance(n, exp.AggFunc):
+                    raise self.refuse("window functions together with GROUP BY or aggregates in the same SELECT", w)
+
+    def plan_windows(self, q: exp.Select, node: Node, scope: Scope, select_items, windows):
+        """Map (the select list's inputs, each window's partition and order expressions, the stream
+        key), then one OverWindow per window call appending its rank, then the final projection."""
+        pre_exprs: list[exp.Expression] = []
+        pre_names: list[str] = []
+
+        def add(e: exp.Expression, name: str) -> int:
+            text = e.sql()
+            for i, x in enumerate(pre_exprs):
+                if x.sql() == text:
+                    return i
+            pre_exprs.append(e)
+            pre_names.append(name)
+            return len(pre_exprs) - 1
+
+        def outside_windows(e: exp.Expression):
+            """Column references of `e` that are not inside a window call."""
+            if isinstance(e, exp.Window):
+                return
+            if isinstance(e, exp.Column) and not isinstance(e.this, exp.Star):
+                yield e
+                return
+            for child in e.iter_expressions():
+                yield from outside_windows(child)
+
+        item_pos: list[int | None] = []
+        for e, name in select_items:
+            if e.find(exp.Window) is None:
+                item_pos.append(add(self.bind(e, scope), name))
+                continue
+            self.bind(_without_windows(e), scope)  # refuses what cannot be maintained
+            for col in outside_windows(e):
+                add(self.bind(col, scope), col.name)
+            item_pos.append(None)
+        specs = []
+        for w in windows:
+            part = [add(self.bind(p, scope), p.sql(dialect="postgres")) for p in w.args.get("partition_by") or []]
+            order = []
+            for o in (w.args["order"].expressions if w.args.get("order") is not None else []):
+                desc = bool(o.args.get("desc"))
+                nulls_first = o.args.get("nulls_first")
+                order.append(OrderKey(add(self.bind(o.this, scope), o.this.sql(dialect="postgres")), desc,
+                                      bool(desc if nulls_first is None else nulls_first)))
+            specs.append((WINDOW_FUNCS[type(w.this)], part, order))
+        extra_pos = [add(e, f"_rw_o{i}") for i, e in enumerate(self.order_exprs_over_input(q, scope, select_items))]
+        cur: Node = self.project(node, pre_exprs, pre_names)
+        rank_pos: dict[str, int] = {}  # identical window calls share one rank column
+        for w, (func, part, order) in zip(windows, specs):
+            if w.sql() in rank_pos:
+                continue
+            rank_pos[w.sql()] = len(cur.columns)
+            cur = OverWindow(columns=list(cur.columns) + [Col(func, "bigint", True)], stream_key=list(cur.stream_key),
+                             child=cur, func=func, partition=part, order=order)
+
+        def over_ranks(n):
+            if isinstance(n, exp.Window):
+                return exp.column(cname(rank_pos[n.sql()]))
+            if isinstance(n, exp.Column) and not isinstance(n.this, exp.Star):
+                return exp.column(cname(add(self.bind(n, scope), n.name)))
+            return n
+
+        exprs = [exp.column(cname(pos)) if pos is not None else _transform_top_down(e, over_ranks)
+                 for (e, _), pos in zip(select_items, item_pos)]
+        names = [n for _, n in select_items]
+        extra = [exp.column(cname(p)) for p in extra_pos]
+        return self.project(cur, exprs, names, extra=extra), names
+
     # -- aggregation ---------------------------------------------------------------------------
     def plan_aggregate(self, q: exp.Select, node: Node, scope: Scope, select_items):
         group_exprs = []
@@ -666,6 +778,11 @@ def _resolves(planner: Planner, e: exp.Expression, scope: Scope) -> bool:
     return True
 
 
+def _without_windows(e: exp.Expression) -> exp.Expression:
+    """`e` with every window call replaced by NULL (to check what surrounds the calls)."""
+    return _transform_top_down(e, lambda n: exp.Null() if isinstance(n, exp.Window) else n)
+
+
 def _conjuncts(cond):
     if isinstance(cond, exp.And):
         yield from _conjuncts(cond.this)
@@ -697,6 +814,8 @@ def _refuse_aggregates(planner: Planner, e: exp.Expression, where: str) -> None:
 def _output_name(item: exp.Expression) -> str:
     if isinstance(item, exp.Alias):
         return item.alias
+    if isinstance(item, exp.Window) and type(item.this) in WINDOW_FUNCS:
+        return WINDOW_FUNCS[type(item.this)]
     if isinstance(item, exp.Column):
         return item.name
     if isinstance(item, exp.Cast) and isinstance(item.this, exp.Column):

@@ -1,0 +1,94 @@
+"""Ranking window functions (row_number, rank, dense_rank) OVER (PARTITION BY ... ORDER BY ...).
+
+The ranks of one partition depend only on that partition's rows, so the operator recomputes the
+partitions a step touches: old output = ranking over the partition's old rows, new output = ranking
+over old rows + delta, output delta = new - old. Only rows whose rank (or content) changed survive
+consolidation, so a top-N filter above this operator sees a small delta.
+
+State: `input`, the child's rows keyed by (partition columns, stream key), so a step reads the rows of
+the touched partitions by key prefix, as a join reads one side. NULL partition values form their own
+partition (lookups are null-safe and SQL's PARTITION BY groups NULLs together).
+
+Ties: row_number breaks ORDER BY ties by the stream key (deterministic across steps); rank and
+dense_rank give peers the same rank, as SQL does.
+
+Without PARTITION BY the whole input is one partition: every step that changes the input reads and
+re-ranks all of it (correct, but the cost grows with the input, not with the delta).
+"""
+from __future__ import annotations
+
+from ..engine.duck import quote
+from ..sql.plan import cname
+from .base import Operator, W, col_list, consolidate_sql, row_schema, state_upsert_sql
+
+
+class OverWindowOp(Operator):
+    def cols(self) -> list[str]:
+        return [cname(i) for i in range(len(self.node.child.columns))]
+
+    def rank_col(self) -> str:
+        return cname(len(self.node.child.columns))
+
+    def partition(self) -> list[str]:
+        return [cname(i) for i in self.node.partition]
+
+    def key(self) -> list[str]:
+        """The child's stream key, or every column when it has none (rows are then whole-row unique)."""
+        return [cname(k) for k in self.node.child.stream_key] or self.cols()
+
+    def state_pk(self) -> list[str]:
+        pk = self.partition()
+        return pk + [k for k in self.key() if k not in pk]
+
+    def state_tables(self):
+        return {"input": (self.state_pk(), row_schema(self.node.child))}
+
+    def apply(self, inputs):
+        (d,) = inputs
+        cols = self.cols()
+        if self.engine.num_rows(d) == 0:
+            return self.sql(f"SELECT {col_list(cols)}, CAST(NULL AS BIGINT) AS {quote(self.rank_col())}, "
+                            f"{W} FROM d WHERE 1 = 0", d=d)
+        state = self.state("input")
+        old = self._old_rows(state, d)
+        new = self._new_rows(old, d)
+        out = self.sql(
+            f"SELECT {self._ranked_select('1')} FROM n UNION ALL SELECT {self._ranked_select('-1')} FROM o",
+            n=new, o=old)
+        state.stage(self.sql(state_upsert_sql(cols, self.state_pk()), d=d))
+        return self.sql(consolidate_sql(cols + [self.rank_col()], "o"), o=out)
+
+    def _old_rows(self, state, d):
+        """The stored rows of the partitions the delta touches (all rows without PARTITION BY)."""
+        part = self.partition()
+        if not part:
+            return state.read_all()
+        keys = self.sql(f"SELECT DISTINCT {col_list(part)} FROM d", d=d)
+        return state.lookup(keys, part)
+
+    def _new_rows(self, old, d):
+        """Old rows plus the delta, consolidated: the touched partitions after this step."""
+        cols = self.cols()
+        merged = self.sql(consolidate_sql(cols, "u"), u=self.sql(
+            f"SELECT {col_list(cols)}, CAST(1 AS BIGINT) AS {W} FROM o UNION ALL SELECT {col_list(cols)}, {W} FROM d",
+            o=old, d=d))
+        return self.sql(f"SELECT {col_list(cols)} FROM m WHERE {W} > 0", m=merged)
+
+    def _ranked_select(self, weight: str) -> str:
+        """The select list ranking one relation's rows: its columns, the rank, then `weight`."""
+        rank = self._rank_expr()
+        return f"{col_list(self.cols())}, {rank} AS {quote(self.rank_col())}, CAST({weight} AS BIGINT) AS {W}"
+
+    def _rank_expr(self) -> str:
+        node = self.node
+        order = [f"{quote(cname(o.column))} {'DESC' if o.desc else 'ASC'} NULLS {'FIRST' if o.nulls_first else 'LAST'}"
+                 for o in node.order]
+        if node.func != "row_number" and not order:
+            return "CAST(1 AS BIGINT)"  # every row is a peer of every other row of its partition
+        if node.func == "row_number":
+            order += [f"{quote(k)} ASC NULLS FIRST" for k in self.key()]
+        over = []
+        if self.partition():
+            over.append(f"PARTITION BY {col_list(self.partition())}")
+        over.append("ORDER BY " + ", ".join(order))
+        return f"CAST({node.func}() OVER ({' '.join(over)}) AS BIGINT)"
