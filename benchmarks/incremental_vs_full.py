@@ -36,6 +36,7 @@ warnings.filterwarnings("ignore")
 import dagster_rw  # noqa: E402
 from dagster_rw.engine.spark import local_session  # noqa: E402
 
+FIXED_CHANGE = 5_000
 PRODUCTS = 100_000
 CATEGORIES = 1_000
 VIEW = ("SELECT i.category, count(*) AS visits, sum(v.length) AS total, max(v.length) AS longest "
@@ -99,6 +100,12 @@ def measure(rows: int, spark, root: str) -> dict:
         conn.flush()
         flushes.append(time.perf_counter() - t0)
     flush = statistics.median(flushes)
+    fixed = []  # the same-sized change at every data size: the cost should not follow the data
+    for _ in range(3):
+        conn.insert("visit", visits(rng, rng.choice(rows, FIXED_CHANGE, replace=False)))
+        t0 = time.perf_counter()
+        conn.flush()
+        fixed.append(time.perf_counter() - t0)
     conn.compact("visit")  # one file per table, so Spark reads the rows without merging versions
     conn.compact("info")
     full = spark_recompute(spark, conn)
@@ -108,6 +115,7 @@ def measure(rows: int, spark, root: str) -> dict:
     step = {s["name"]: s.get("step_seconds") for s in conn.status()}
     conn.close()
     return {"rows": rows, "change": change, "load_s": load_s, "flush_s": flush, "flushes": flushes,
+            "fixed_s": statistics.median(fixed),
             "spark_full_s": full, "ratio": full / flush, "steps": step}
 
 
@@ -122,10 +130,13 @@ def main(argv: list[str]) -> int:
         print(f"rows={r['rows']:>11,}  change={r['change']:>7,}  load={r['load_s']:7.1f}s  "
               f"FLUSH={r['flush_s']:.3f}s (runs: {', '.join(f'{x:.3f}' for x in r['flushes'])})  "
               f"Spark full recompute={r['spark_full_s']:.3f}s  ratio={r['ratio']:.1f}x", flush=True)
-        print(f"    step seconds per object: {r['steps']}", flush=True)
+        print(f"    FLUSH of a fixed {FIXED_CHANGE:,}-row change: {r['fixed_s']:.3f}s; "
+              f"step seconds per object (last FLUSH): {r['steps']}", flush=True)
     if len(results) >= 2:
         growth = results[-1]["flush_s"] / results[0]["flush_s"]
-        print(f"FLUSH growth from {results[0]['rows']:,} to {results[-1]['rows']:,} rows: {growth:.2f}x")
+        print(f"FLUSH growth from {results[0]['rows']:,} to {results[-1]['rows']:,} rows: {growth:.2f}x "
+              f"(the change grows {results[-1]['change'] / results[0]['change']:.0f}x with it); with a fixed "
+              f"{FIXED_CHANGE:,}-row change: {results[-1]['fixed_s'] / results[0]['fixed_s']:.2f}x")
     shutil.rmtree(root, ignore_errors=True)
     return 0
 
