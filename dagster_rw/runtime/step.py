@@ -7,9 +7,7 @@ step leaves only unreferenced files behind.
 """
 from __future__ import annotations
 
-import os
 import time
-import uuid
 
 import numpy as np
 import pyarrow as pa
@@ -25,7 +23,7 @@ from ..storage import manifest as manifests
 from ..storage import sst_cache
 from ..storage.catalog import TABLE, CatalogObject
 from ..storage.manifest import Manifest, SstFile
-from ..storage.state_table import StateTable
+from ..storage.state_table import StateTable, write_sst
 from . import dataflow, epochs
 
 OUTPUT = "output"
@@ -233,13 +231,9 @@ def _commit_output(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, delta,
 
 
 def _write_changelog(wh, engine, obj: CatalogObject, delta, start: int, target: int) -> SstFile:
-    name = f"{start:020d}-{target:020d}-{uuid.uuid4().hex[:12]}.parquet"
-    key = f"objects/{obj.name}/changes/{name}"
-    tmp = os.path.join(wh.store.scratch_dir(), f"{uuid.uuid4().hex}.parquet")
-    rows = engine.write_parquet(delta, tmp, list(obj.stream_key) + [W])
-    size = os.path.getsize(tmp)
-    wh.store.upload_file(tmp, key)
-    return SstFile(key=key, epoch_from=start, epoch_to=target, rows=rows, bytes=size)
+    """The step's change log: sorted by stream key, deletes (-1) before inserts (+1) per key."""
+    return write_sst(wh.store, engine, delta, f"objects/{obj.name}/changes", list(obj.stream_key) + [W],
+                     start, target)
 
 
 def _insert_delete_counts(engine, delta) -> dict:

@@ -118,16 +118,7 @@ class StateTable:
         return self._write(rel, epoch_from, epoch_to)
 
     def _write(self, rel, epoch_from: int, epoch_to: int) -> SstFile:
-        name = f"{epoch_from:020d}-{epoch_to:020d}-{uuid.uuid4().hex[:12]}.parquet"
-        key = f"{self.key_dir}/{name}"
-        tmp = os.path.join(self.store.scratch_dir(), f"{uuid.uuid4().hex}.parquet")
-        written = write_sorted(rel, tmp, self.pk) if isinstance(rel, pa.Table) else None
-        rows = written.num_rows if written is not None else self.engine.write_parquet(rel, tmp, self.pk)
-        size = os.path.getsize(tmp)
-        self.store.upload_file(tmp, key)
-        if written is not None:
-            sst_cache.put(self.store.local_path(key), written)
-        return SstFile(key=key, epoch_from=epoch_from, epoch_to=epoch_to, rows=rows, bytes=size)
+        return write_sst(self.store, self.engine, rel, self.key_dir, self.pk, epoch_from, epoch_to)
 
     # -- compaction ----------------------------------------------------------------------------
     def compact_all(self) -> tuple[list[SstFile], list[str]]:
@@ -179,6 +170,22 @@ class StateTable:
         dropped = [f.key for f in group]
         self.files = new_files
         return new_files, dropped
+
+
+def write_sst(store: ObjectStore, engine: Engine, rel, key_dir: str, sort_keys: list[str],
+              epoch_from: int, epoch_to: int) -> SstFile:
+    """Write one immutable file sorted by `sort_keys`, named by its epoch range, under `key_dir`.
+    Arrow input is sorted and written here and kept decoded in the cache for its first readers."""
+    name = f"{epoch_from:020d}-{epoch_to:020d}-{uuid.uuid4().hex[:12]}.parquet"
+    key = f"{key_dir}/{name}"
+    tmp = os.path.join(store.scratch_dir(), f"{uuid.uuid4().hex}.parquet")
+    written = write_sorted(rel, tmp, sort_keys) if isinstance(rel, pa.Table) else None
+    rows = written.num_rows if written is not None else engine.write_parquet(rel, tmp, sort_keys)
+    size = os.path.getsize(tmp)
+    store.upload_file(tmp, key)
+    if written is not None:
+        sst_cache.put(store.local_path(key), written)
+    return SstFile(key=key, epoch_from=epoch_from, epoch_to=epoch_to, rows=rows, bytes=size)
 
 
 def write_sorted(table: pa.Table, path: str, keys: list[str]) -> pa.Table | None:
