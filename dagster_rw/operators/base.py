@@ -51,15 +51,8 @@ def consolidate_sql(cols: list[str], source: str = "d") -> str:
     return f"SELECT {c}, CAST(sum({W}) AS BIGINT) AS {W} FROM {source} GROUP BY {c} HAVING sum({W}) <> 0"
 
 
-def render(e: exp.Expression, qualify: dict[str, str] | None = None) -> str:
-    """Render an expression over positional columns in DuckDB's dialect, optionally qualifying them."""
-    if qualify:
-        def q(n):
-            if isinstance(n, exp.Column) and n.name in qualify:
-                return exp.column(n.name, qualify[n.name])
-            return n
-
-        e = e.copy().transform(q)
+def render(e: exp.Expression) -> str:
+    """An expression over positional columns in DuckDB's dialect (its type annotations kept)."""
     return e.sql(dialect="duckdb")
 
 

@@ -5,9 +5,11 @@ join key appears in the other side's delta.
 """
 from __future__ import annotations
 
+from sqlglot import exp
+
 from ..engine.duck import quote
 from ..sql.plan import cname
-from .base import Operator, W, col_list, consolidate_sql, eq, render, row_schema, state_upsert_sql
+from .base import Operator, W, col_list, consolidate_sql, eq, row_schema, state_upsert_sql
 
 
 class JoinSides:
@@ -51,21 +53,16 @@ class JoinSides:
     def condition(self) -> str:
         cond = eq(self.lkeys(), self.rkeys(), "l", "r")
         if self.node.residual is not None:
+            # the residual numbers right-side columns after the left ones; qualify each column in
+            # place (replacing the nodes would drop the types that keep integer division exact)
             nl = len(self.node.left.columns)
-            qualify = {cname(i): "l" for i in range(nl)}
-            qualify.update({cname(nl + i): "r" for i in range(len(self.node.right.columns))})
             residual = self.node.residual.copy()
-            # right-side columns are numbered after the left ones in the combined row
-            from sqlglot import exp
-
-            def renumber(n):
-                if isinstance(n, exp.Column) and n.name in qualify and qualify[n.name] == "r":
-                    return exp.column(cname(int(n.name[1:]) - nl), "r")
-                if isinstance(n, exp.Column) and n.name in qualify:
-                    return exp.column(n.name, "l")
-                return n
-
-            cond += f" AND ({residual.transform(renumber).sql(dialect='duckdb')})"
+            for col in residual.find_all(exp.Column):
+                i = int(col.name[1:])
+                if i >= nl:
+                    col.set("this", exp.to_identifier(cname(i - nl)))
+                col.set("table", exp.to_identifier("r" if i >= nl else "l"))
+            cond += f" AND ({residual.sql(dialect='duckdb')})"
         return cond
 
     def stage_sides(self, dl, dr) -> None:
@@ -99,4 +96,4 @@ class InnerJoinOp(JoinSides, Operator):
         return self.sql(f"SELECT {col_list(cols)}, CAST(1 AS BIGINT) AS {W} FROM s", s=rel)
 
 
-__all__ = ["InnerJoinOp", "JoinSides", "render"]
+__all__ = ["InnerJoinOp", "JoinSides"]

@@ -75,7 +75,7 @@ class Planner:
     def refuse(self, construct: str, node=None) -> ProgrammingError:
         return unsupported(construct, self.sql, node, self.obj)
 
-    def bind(self, expression: exp.Expression, scope: Scope, offset_map=None) -> exp.Expression:
+    def bind(self, expression: exp.Expression, scope: Scope) -> exp.Expression:
         """Rewrite column references to the node's positional names; refuse what cannot be maintained."""
         for sub in expression.find_all(exp.Subquery, exp.Exists):
             raise self.refuse("subqueries inside expressions", sub)
