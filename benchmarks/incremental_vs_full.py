@@ -33,8 +33,8 @@ import pyarrow as pa
 
 warnings.filterwarnings("ignore")
 
-import dagster_rw  # noqa: E402
-from dagster_rw.engine.spark import local_session  # noqa: E402
+import dagster_rw
+from dagster_rw.engine.spark import local_session
 
 FIXED_CHANGE = 5_000
 PRODUCTS = 100_000

@@ -13,8 +13,20 @@ from .errors import (
 )
 
 __all__ = [
-    "connect", "Connection", "Cursor", "apilevel", "paramstyle", "threadsafety",
-    "Error", "Warning", "InterfaceError", "DatabaseError", "DataError", "IntegrityError",
-    "NotSupportedError", "OperationalError", "ProgrammingError",
+    "Connection",
+    "Cursor",
+    "DataError",
+    "DatabaseError",
+    "Error",
+    "IntegrityError",
+    "InterfaceError",
+    "NotSupportedError",
+    "OperationalError",
+    "ProgrammingError",
+    "Warning",
+    "apilevel",
+    "connect",
+    "paramstyle",
+    "threadsafety",
 ]
 __version__ = "0.1.0"

@@ -38,9 +38,9 @@ def _print_rows(cur, out=sys.stdout):
 
 
 def cmd_sql(args) -> int:
-    from .sql.statements import split
-
     import dagster_rw
+
+    from .sql.statements import split
 
     text = args.statement
     if args.file:

@@ -27,7 +27,7 @@ _IGNORED_SETTINGS = {
 }
 
 
-def connect(warehouse: str | None = None, spark=None, **options) -> "Connection":
+def connect(warehouse: str | None = None, spark=None, **options) -> Connection:
     """Open a warehouse: a local folder (default `./.dagster_rw`), `file://...` or `s3://bucket/prefix`.
 
     `spark` is None (an embedded local session, started when first needed), a SparkSession, or a
@@ -54,16 +54,16 @@ class Connection:
         return SparkEngine(self.spark)
 
     # -- PEP 249 -------------------------------------------------------------------------------
-    def cursor(self) -> "Cursor":
+    def cursor(self) -> Cursor:
         self._check()
         return Cursor(self)
 
-    def execute(self, sql: str, parameters=None) -> "Cursor":
+    def execute(self, sql: str, parameters=None) -> Cursor:
         cur = self.cursor()
         cur.execute(sql, parameters)
         return cur
 
-    def executescript(self, script: str) -> "Cursor":
+    def executescript(self, script: str) -> Cursor:
         cur = self.cursor()
         for statement in st.split(script):
             cur.execute(statement)
@@ -475,4 +475,4 @@ def _bind_parameters(sql: str, parameters) -> str:
     return "".join(tree_sql)
 
 
-__all__ = ["connect", "Connection", "Cursor", "sqlglot"]
+__all__ = ["Connection", "Cursor", "connect", "sqlglot"]

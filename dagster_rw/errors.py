@@ -5,7 +5,7 @@ class Error(Exception):
     """Base class of all dagster-rw errors."""
 
 
-class Warning(Exception):  # noqa: A001 - the DB-API name
+class Warning(Exception):
     pass
 
 

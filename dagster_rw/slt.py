@@ -141,7 +141,7 @@ def format_decimal(d: Decimal) -> str:
 def format_timestamp(t: dt.datetime) -> str:
     """timestamp: '2015-07-15 00:00:22.005'; timestamptz (aware) in UTC with '+00:00'."""
     if t.tzinfo is not None and t.utcoffset() is not None:
-        utc = t.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        utc = t.astimezone(dt.UTC).replace(tzinfo=None)
         return _strip_fraction(utc.isoformat(sep=" ")) + "+00:00"
     return _strip_fraction(t.replace(tzinfo=None).isoformat(sep=" "))
 

@@ -8,7 +8,7 @@ import pytest
 
 warnings.filterwarnings("ignore", message="Arrow output on a DB-API result")
 
-import dagster_rw  # noqa: E402
+import dagster_rw
 
 
 @pytest.fixture

@@ -44,7 +44,7 @@ class MotoS3:
     def env(self) -> dict[str, str]:
         return {**ENV, "AWS_ENDPOINT_URL": self.endpoint}
 
-    def start(self) -> "MotoS3":
+    def start(self) -> MotoS3:
         from moto.server import ThreadedMotoServer
 
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no access log per request
@@ -78,7 +78,7 @@ class MotoS3:
                 os.environ[k] = v
         self._saved_env = {}
 
-    def __enter__(self) -> "MotoS3":
+    def __enter__(self) -> MotoS3:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -13,6 +13,17 @@ from unittest import mock
 
 import pyarrow.parquet as pq
 import pytest
+from test_durability import (
+    TABLES,
+    _kill,
+    _spawn,
+    _wait_for,
+    check_views,
+    committed_epochs,
+    create_schema,
+    table_rows,
+    views_in,
+)
 
 import dagster_rw
 from dagster_rw.errors import CommitConflict, OperationalError
@@ -21,8 +32,6 @@ from dagster_rw.runtime import step as step_mod
 from dagster_rw.storage import manifest as manifests
 from dagster_rw.storage import versioned
 from dagster_rw.storage.object_store import LocalStore
-from test_durability import (TABLES, _kill, _spawn, _wait_for, check_views, committed_epochs, create_schema,
-                             table_rows, views_in)
 
 
 def _lagging_warehouse(warehouse: str, obj: str, views=None) -> None:

@@ -25,7 +25,7 @@ def test_cursor_returns_plain_python_values_and_dbapi_description(conn):
     first = cur.fetchone()
     assert first[:5] == (1, True, decimal.Decimal("12.50"), "x", datetime.date(2024, 2, 29))
     assert first[5] == datetime.datetime(2024, 1, 1, 10, 0, 0, 500000)
-    assert first[6] == datetime.datetime(2024, 1, 1, 8, 0, tzinfo=datetime.timezone.utc)
+    assert first[6] == datetime.datetime(2024, 1, 1, 8, 0, tzinfo=datetime.UTC)
     assert first[7] == datetime.timedelta(days=1, hours=2)
     assert first[8:] == (1.5, 2.25)
     assert cur.fetchall() == [(2,) + (None,) * 9]
@@ -118,7 +118,7 @@ def test_large_batch_reads_run_on_spark_with_the_same_answer(tmp_path, spark):
     small.execute("CREATE TABLE t (id INT PRIMARY KEY, g INT, v NUMERIC(10,2), ts TIMESTAMPTZ)")
     small.insert("t", pa.table({"id": list(range(50)), "g": [i % 4 for i in range(50)],
                                 "v": pa.array([decimal.Decimal(i) / 4 for i in range(50)], pa.decimal128(10, 2)),
-                                "ts": pa.array([datetime.datetime(2024, 1, 1, i % 24, tzinfo=datetime.timezone.utc)
+                                "ts": pa.array([datetime.datetime(2024, 1, 1, i % 24, tzinfo=datetime.UTC)
                                                 for i in range(50)], pa.timestamp("us", tz="UTC"))}))
     small.execute("FLUSH")
     query = "SELECT g, count(*), sum(v), max(ts), 7 / 2 AS q FROM t GROUP BY g ORDER BY g"

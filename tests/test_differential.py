@@ -11,9 +11,9 @@ import warnings
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from oracle import Oracle, assert_same
 
 import dagster_rw
-from oracle import Oracle, assert_same
 
 warnings.filterwarnings("ignore")
 

@@ -22,12 +22,12 @@ import textwrap
 import time
 
 import pytest
+from oracle import Oracle, assert_same
 
 import dagster_rw
 from dagster_rw.storage import manifest as manifests
 from dagster_rw.storage.object_store import LocalStore
 from dagster_rw.storage.state_table import StateTable
-from oracle import Oracle, assert_same
 
 TABLES = {
     "acct": "CREATE TABLE acct (id INT PRIMARY KEY, grp INT, v INT)",

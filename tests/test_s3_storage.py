@@ -17,15 +17,22 @@ import uuid
 from decimal import Decimal
 
 import pytest
+from oracle import Oracle, assert_same
+from s3_server import MotoS3
+from test_concurrency import race_steps_in_threads
+from test_differential import (
+    JOINS,
+    LINEAR_AND_AGGREGATES,
+    SCHEMA,
+    VIEWS_ON_VIEWS,
+    _values,
+    run_workload,
+)
 
 import dagster_rw
 from dagster_rw.errors import CommitConflict, OperationalError
 from dagster_rw.storage import versioned
 from dagster_rw.storage.object_store import S3Store, open_store
-from oracle import Oracle, assert_same
-from s3_server import MotoS3
-from test_concurrency import race_steps_in_threads
-from test_differential import JOINS, LINEAR_AND_AGGREGATES, SCHEMA, VIEWS_ON_VIEWS, _values, run_workload
 
 pytestmark = pytest.mark.s3
 

@@ -2,10 +2,17 @@
 from __future__ import annotations
 
 import pytest
+from oracle import Oracle, assert_same
+from test_differential import (
+    JOINS,
+    LINEAR_AND_AGGREGATES,
+    SCHEMA,
+    SETS_TOPN_NOPK,
+    WINDOWS,
+    _values,
+)
 
 import dagster_rw
-from oracle import Oracle, assert_same
-from test_differential import JOINS, LINEAR_AND_AGGREGATES, SCHEMA, SETS_TOPN_NOPK, WINDOWS, _values
 
 pytestmark = pytest.mark.spark
 

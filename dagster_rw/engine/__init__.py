@@ -6,4 +6,4 @@ named relations, so one set of rules serves both paths.
 from .base import Engine, ParquetScan
 from .duck import DuckEngine
 
-__all__ = ["Engine", "ParquetScan", "DuckEngine"]
+__all__ = ["DuckEngine", "Engine", "ParquetScan"]

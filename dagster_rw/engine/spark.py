@@ -124,7 +124,7 @@ class SparkEngine(Engine):
             values = list(r)
             for i, is_utc in enumerate(utc):
                 if is_utc and values[i] is not None and values[i].tzinfo is None:
-                    values[i] = values[i].replace(tzinfo=datetime.timezone.utc)
+                    values[i] = values[i].replace(tzinfo=datetime.UTC)
             rows.append(tuple(values))
         description = [(f.name, f.dataType.simpleString().upper(), None, None, None, None, None) for f in fields]
         return description, rows

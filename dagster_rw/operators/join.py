@@ -9,7 +9,15 @@ from sqlglot import exp
 
 from ..engine.duck import quote
 from ..sql.plan import cname
-from .base import Operator, W, col_list, consolidate_sql, eq, row_schema, state_upsert_sql
+from .base import (
+    Operator,
+    W,
+    col_list,
+    consolidate_sql,
+    eq,
+    row_schema,
+    state_upsert_sql,
+)
 
 
 class JoinSides:

@@ -9,7 +9,16 @@ from __future__ import annotations
 
 from ..engine.duck import quote
 from ..sql.plan import cname
-from .base import DELETED, Operator, W, col_list, consolidate_sql, null_safe_eq, row_schema, state_upsert_sql
+from .base import (
+    DELETED,
+    Operator,
+    W,
+    col_list,
+    consolidate_sql,
+    null_safe_eq,
+    row_schema,
+    state_upsert_sql,
+)
 
 
 class TopNOp(Operator):

@@ -273,4 +273,4 @@ def _check_unique_key(engine, obj: CatalogObject, delta, key: list[str]) -> None
             f"{ {k: row[k] for k in key} } (an internal invariant was broken; nothing was committed)")
 
 
-__all__ = ["refresh_view", "refresh_table", "DELETED"]
+__all__ = ["DELETED", "refresh_table", "refresh_view"]

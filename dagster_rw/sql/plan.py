@@ -29,7 +29,7 @@ class Node:
     id: int = -1
 
     @property
-    def children(self) -> list["Node"]:
+    def children(self) -> list[Node]:
         return []
 
     def walk(self):

@@ -13,9 +13,22 @@ from sqlglot import exp
 from .. import types as sqltypes
 from ..engine.duck import DuckEngine, quote
 from ..errors import ProgrammingError, unsupported
+from .plan import (
+    Agg,
+    Aggregate,
+    Col,
+    Join,
+    Map,
+    Node,
+    OrderKey,
+    OverWindow,
+    Scan,
+    TopN,
+    UnionAll,
+    cname,
+    number_nodes,
+)
 from .semantics import typed_expression
-from .plan import (Agg, Aggregate, Col, Join, Map, Node, OrderKey, OverWindow, Scan, TopN, UnionAll, cname,
-                   number_nodes)
 
 AGG_FUNCS = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max"}
 WINDOW_FUNCS = {exp.RowNumber: "row_number", exp.Rank: "rank", exp.DenseRank: "dense_rank"}
@@ -34,10 +47,10 @@ class Scope:
     def __init__(self, entries: list[Entry]):
         self.entries = entries
 
-    def shifted(self, by: int) -> "Scope":
+    def shifted(self, by: int) -> Scope:
         return Scope([Entry(e.alias, e.name, e.index + by, e.group) for e in self.entries])
 
-    def resolve(self, col: exp.Column, ctx: "Planner") -> Entry:
+    def resolve(self, col: exp.Column, ctx: Planner) -> Entry:
         name = col.name
         table = col.table
         if table:

@@ -40,7 +40,7 @@ class CatalogObject:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, d: dict) -> "CatalogObject":
+    def from_json(cls, d: dict) -> CatalogObject:
         d = dict(d)
         d["columns"] = [Column(**c) for c in d["columns"]]
         return cls(**d)

@@ -23,7 +23,7 @@ class SstFile:
     bytes: int
 
     @classmethod
-    def from_json(cls, d: dict) -> "SstFile":
+    def from_json(cls, d: dict) -> SstFile:
         return cls(**d)
 
 
@@ -47,7 +47,7 @@ class Manifest:
         return d
 
     @classmethod
-    def from_json(cls, d: dict) -> "Manifest":
+    def from_json(cls, d: dict) -> Manifest:
         return cls(
             object=d["object"],
             version=d["version"],

@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 
 from ..engine.base import Engine, ParquetScan
 from ..engine.duck import quote
-from .manifest import SstFile
 from . import sst_cache
+from .manifest import SstFile
 from .object_store import ObjectStore
 
 EPOCH = "_epoch"
