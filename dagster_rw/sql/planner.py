@@ -609,8 +609,7 @@ class Planner:
         order_items = [o.this for o in q.args["order"].expressions] if q.args.get("order") else []
         calls: list[exp.Expression] = []
         for e in [s for s, _ in select_items] + ([having] if having is not None else []) + order_items:
-            for call in _find_aggs(e):
-                calls.append(call)
+            calls.extend(_find_aggs(e))
         pre_exprs = list(bound_groups)
         aggs: list[Agg] = []
         agg_keys: list[str] = []

@@ -74,7 +74,7 @@ def manifest_prefix(obj: str) -> str:
 
 
 def load(store: ObjectStore, obj: str) -> Manifest:
-    version, doc = versioned.latest(store, manifest_prefix(obj))
+    _, doc = versioned.latest(store, manifest_prefix(obj))
     if doc is None:
         return Manifest(object=obj)
     return Manifest.from_json(doc)

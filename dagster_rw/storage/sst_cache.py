@@ -20,6 +20,8 @@ _LIMIT = int(os.environ.get("DAGSTER_RW_SST_CACHE_BYTES", str(4 << 30)))
 
 
 class _File:
+    counted = False  # in the cache, its size added to the total
+
     def __init__(self, table: pa.Table):
         self.table = table.combine_chunks()  # one chunk per column: take() is much faster
         self.indexes: dict[tuple[str, ...], tuple[int, np.ndarray] | None] = {}
@@ -32,20 +34,32 @@ _lock = threading.Lock()
 
 
 def _file(path: str) -> _File:
-    global _bytes
     with _lock:
         f = _cache.get(path)
         if f is not None:
             _cache.move_to_end(path)
             return f
-    f = _File(read_parquet(path))
+    return _insert(path, _File(read_parquet(path)))
+
+
+def _insert(path: str, f: _File) -> _File:
+    """Add a decoded file (unless another thread did) and evict the least recently used beyond the limit."""
     with _lock:
-        _cache[path] = f
-        _bytes += f.size
-        while _bytes > _LIMIT and len(_cache) > 1:
-            _, old = _cache.popitem(last=False)
-            _bytes -= old.size
+        f = _cache.setdefault(path, f)
+        if not f.counted:
+            f.counted = True
+            _grow(f.size)
     return f
+
+
+def _grow(nbytes: int) -> None:
+    """Account for nbytes more in the cache (the lock is held) and evict down to the limit."""
+    global _bytes
+    _bytes += nbytes
+    while _bytes > _LIMIT and len(_cache) > 1:
+        _, old = _cache.popitem(last=False)
+        old.counted = False
+        _bytes -= old.size
 
 
 def read_parquet(path: str) -> pa.Table:
@@ -67,15 +81,7 @@ def read_parquet(path: str) -> pa.Table:
 
 def put(path: str, table: pa.Table) -> None:
     """Remember a file this process just wrote (its sorted rows), saving the read-back."""
-    global _bytes
-    f = _File(table)
-    with _lock:
-        if path not in _cache:
-            _cache[path] = f
-            _bytes += f.size
-        while _bytes > _LIMIT and len(_cache) > 1:
-            _, old = _cache.popitem(last=False)
-            _bytes -= old.size
+    _insert(path, _File(table))
 
 
 def read(path: str) -> pa.Table:
@@ -119,7 +125,11 @@ def _index(f: _File, cols: tuple[str, ...]):
             f.indexes[cols] = None  # NULLs inside a packed key would break the order
         else:
             f.indexes[cols] = (nulls, _encode([c.slice(nulls) for c in columns]))
-            f.size += f.indexes[cols][1].nbytes
+            extra = f.indexes[cols][1].nbytes
+            with _lock:
+                f.size += extra
+                if f.counted:
+                    _grow(extra)
     return f.indexes[cols]
 
 

@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..engine.base import Engine, ParquetScan
-from ..engine.duck import quote
+from ..engine.duck import DuckEngine, quote
 from . import sst_cache
 from .manifest import SstFile
 from .object_store import ObjectStore
@@ -152,7 +152,7 @@ class StateTable:
         full_merge = start == 0
         cols = ", ".join(quote(c) for c in self.columns)
         part = ", ".join(quote(c) for c in self.pk) if self.pk else "1"
-        if isinstance(self.engine.from_arrow(pa.table({"x": [1]})), pa.Table):
+        if isinstance(self.engine, DuckEngine):
             # in-process: merge the decoded files the cache already holds
             full = self._scan().schema
             source = pa.concat_tables([sst_cache.read(self.store.local_path(f.key)).select(full.names).cast(full)
