@@ -32,3 +32,12 @@ def spark():
 
 def pytest_configure(config):
     os.environ.setdefault("PYSPARK_PYTHON", os.sys.executable)
+
+
+@pytest.fixture(scope="session")
+def kafka_broker():
+    """One real Kafka-protocol broker (Tansu, in memory) for the whole run; tests use their own topics."""
+    from kafka_broker import TansuBroker
+
+    with TansuBroker() as broker:
+        yield broker
