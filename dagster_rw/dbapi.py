@@ -108,6 +108,11 @@ class Connection:
         self._check()
         return self.wh.barrier()
 
+    def pending_inputs(self) -> dict[str, int]:
+        """Per input object, how much a barrier would seal now (empty when nothing is new)."""
+        self._check()
+        return self.wh.pending_inputs()
+
     def refresh(self, name: str) -> int:
         self._check()
         self.wh.sync()

@@ -97,6 +97,25 @@ def unsealed_batches(store: ObjectStore, table: str) -> list[str]:
     return [k for k in store.list(f"{STAGING}/{table}/") if k.endswith(".parquet") and k not in sealed]
 
 
+def unsealed_counts(store: ObjectStore) -> dict[str, int]:
+    """Per table, how many staged DML batches no barrier has sealed yet (one listing of staging)."""
+    wm = _watermark(store)
+    sealed: set[str] = set()
+    for n in epoch_numbers(store):
+        if n > wm:
+            try:
+                for keys in load_epoch(store, n)["batches"].values():
+                    sealed.update(keys)
+            except FileNotFoundError:
+                continue
+    out: dict[str, int] = {}
+    for key in store.list(STAGING + "/"):
+        if key.endswith(".parquet") and key not in sealed:
+            table = key.split("/")[1]
+            out[table] = out.get(table, 0) + 1
+    return out
+
+
 def collect_staging(store: ObjectStore, applied_epoch: int) -> None:
     """Delete staged batches sealed in epochs <= applied_epoch (every table has applied them)."""
     wm = _watermark(store)

@@ -263,6 +263,14 @@ class Warehouse:
     def barrier(self) -> int:
         return epochs.barrier(self.store)
 
+    def pending_inputs(self) -> dict[str, int]:
+        """Inputs with something a barrier would seal, and how much: staged DML batches per table.
+
+        The barrier sensor cuts a barrier only when this is non-empty. Every kind of input (tables'
+        staged DML; sources' unread records) reports here, by object name.
+        """
+        return epochs.unsealed_counts(self.store)
+
     def refresh(self, name: str) -> int:
         obj = self.get(name)
         if obj.kind == TABLE:
