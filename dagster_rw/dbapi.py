@@ -8,11 +8,12 @@ from sqlglot import exp
 from . import types as sqltypes
 from .engine.duck import DuckEngine, quote
 from .errors import InterfaceError, ProgrammingError
+from .runtime import ingest
 from .runtime.warehouse import ROW_ID, Warehouse
 from .sql import explain as explainer
 from .sql import statements as st
 from .sql.semantics import typed_query
-from .storage.catalog import MATERIALIZED_VIEW, TABLE
+from .storage.catalog import MATERIALIZED_VIEW, SOURCE, TABLE
 from .storage.object_store import open_store
 
 apilevel = "2.0"
@@ -142,7 +143,7 @@ class Connection:
         """Cast incoming rows to the table's column types; missing columns become NULL."""
         obj = self.wh.get(table)
         if obj.kind != TABLE:
-            raise ProgrammingError(f'cannot insert into {table!r}: it is a materialized view')
+            raise ProgrammingError(f'cannot insert into {table!r}: it is a {obj.kind.replace("_", " ")}')
         visible = [c for c in obj.columns if not c.hidden]
         names = {c.name for c in visible}
         for c in columns:
@@ -171,6 +172,9 @@ class Connection:
             if name in ctes or name in rels or not name:
                 continue
             obj = self.wh.catalog().get(name)
+            if obj is None and name == ingest.ERRORS_RELATION:
+                rels[name] = ingest.source_errors(self.wh)
+                continue
             if obj is None:
                 raise ProgrammingError(f'relation "{name}" does not exist')
             cols = ", ".join(quote(c.name) for c in obj.visible_columns)
@@ -317,11 +321,15 @@ class Cursor:
     def _do_createtable(self, s: st.CreateTable):
         self.conn.wh.create_table(s.name, s.columns, s.pk, s.sql, s.append_only, s.if_not_exists)
 
+    def _do_createsource(self, s: st.CreateSource):
+        self.conn.wh.create_source(s)
+
     def _do_createview(self, s: st.CreateView):
         self.conn.wh.create_view(s.name, s.sql, s.query, s.if_not_exists)
 
     def _do_drop(self, s: st.Drop):
-        self.conn.wh.drop(s.name, TABLE if s.kind == "table" else MATERIALIZED_VIEW, s.if_exists)
+        kind = {"table": TABLE, "source": SOURCE}.get(s.kind, MATERIALIZED_VIEW)
+        self.conn.wh.drop(s.name, kind, s.if_exists)
 
     def _do_flush(self, s: st.Flush):
         self.conn.flush()
@@ -334,9 +342,10 @@ class Cursor:
 
     def _do_show(self, s: st.Show):
         wh = self.conn.wh
-        kinds = {"TABLES": TABLE, "MATERIALIZED VIEWS": MATERIALIZED_VIEW}
+        kinds = {"TABLES": TABLE, "MATERIALIZED VIEWS": MATERIALIZED_VIEW, "SOURCES": SOURCE}
         if s.what not in kinds:
-            raise ProgrammingError(f"SHOW {s.what} is not supported (SHOW TABLES, SHOW MATERIALIZED VIEWS)")
+            raise ProgrammingError(
+                f"SHOW {s.what} is not supported (SHOW TABLES, SHOW MATERIALIZED VIEWS, SHOW SOURCES)")
         names = sorted(o.name for o in wh.catalog().objects.values() if o.kind == kinds[s.what])
         self._columns(["Name"], [(n,) for n in names])
 
@@ -367,7 +376,7 @@ class Cursor:
         conn = self.conn
         obj = conn.wh.get(s.table)
         if obj.kind != TABLE:
-            raise ProgrammingError(f'cannot insert into {s.table!r}: it is a materialized view')
+            raise ProgrammingError(f'cannot insert into {s.table!r}: it is a {obj.kind.replace("_", " ")}')
         visible = [c.name for c in obj.visible_columns]
         columns = s.columns or visible
         source = s.source
@@ -451,7 +460,7 @@ class Cursor:
     def _modifiable(self, table: str, verb: str):
         obj = self.conn.wh.get(table)
         if obj.kind != TABLE:
-            raise ProgrammingError(f'cannot {verb} {table!r}: it is a materialized view')
+            raise ProgrammingError(f'cannot {verb} {table!r}: it is a {obj.kind.replace("_", " ")}')
         if obj.append_only:
             raise ProgrammingError(f"cannot {verb} {table!r}: it is an APPEND ONLY table, which accepts only INSERT")
         return obj

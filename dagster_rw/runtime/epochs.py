@@ -49,7 +49,12 @@ def _watermark(store: ObjectStore) -> int:
 
 
 def barrier(store: ObjectStore, extra: dict | None = None, attempts: int = 20) -> int:
-    """Seal every staged batch not yet in an epoch into a new epoch; returns its number."""
+    """Seal every staged batch not yet in an epoch into a new epoch; returns its number.
+
+    `extra` adds fields to the epoch record: a dict, or a function of the newest epoch before this
+    one (evaluated again if another process takes that number first), for positions that must
+    follow the previous record's (Kafka offsets).
+    """
     for _ in range(attempts):
         wm = _watermark(store)
         listed = epoch_numbers(store)  # one listing: the newest epoch and the sealed set must agree
@@ -71,8 +76,9 @@ def barrier(store: ObjectStore, extra: dict | None = None, attempts: int = 20) -
         for keys in batches.values():
             keys.sort()  # staging keys start with a timestamp: the order DML was accepted
         record = {"epoch": newest + 1, "time": time.time(), "batches": batches}
-        if extra:
-            record.update(extra)
+        more = extra(newest) if callable(extra) else extra
+        if more:
+            record.update(more)
         data = json.dumps(record, indent=1).encode()
         if store.put_if_absent(epoch_key(newest + 1), data):
             return newest + 1

@@ -21,7 +21,7 @@ from ..errors import CommitConflict, IntegrityError
 from ..operators.base import DELETED, W, col_list, consolidate_sql, state_upsert_sql
 from ..storage import manifest as manifests
 from ..storage import sst_cache
-from ..storage.catalog import TABLE, CatalogObject
+from ..storage.catalog import SOURCE, TABLE, CatalogObject
 from ..storage.manifest import Manifest, SstFile
 from ..storage.state_table import StateTable, write_sst
 from . import dataflow, epochs
@@ -67,8 +67,13 @@ class StepContext:
         sm = self.wh.manifest(source)
         cols = [c.name for c in src.columns]
         if self.backfill:
-            rel = self.engine.sql(f"SELECT {col_list(cols)}, CAST(1 AS BIGINT) AS {W} FROM rw_snap",
-                                  rw_snap=output_table(self.wh, src, sm, self.engine).read_all())
+            if src.kind == SOURCE:  # a source stores no rows: its snapshot is read again from Kafka
+                from .ingest import source_snapshot
+
+                snap = source_snapshot(self.wh, src, sm)
+            else:
+                snap = output_table(self.wh, src, sm, self.engine).read_all()
+            rel = self.engine.sql(f"SELECT {col_list(cols)}, CAST(1 AS BIGINT) AS {W} FROM rw_snap", rw_snap=snap)
         else:
             files = [f for f in sm.changelog if f.epoch_from >= self.manifest.epoch and f.epoch_to <= self.target]
             paths = tuple(self.wh.store.local_path(f.key) for f in files)
@@ -195,7 +200,8 @@ def _commit_output(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, delta,
     key = list(obj.stream_key)
     _check_unique_key(engine, obj, delta, key)
     out = output_table(wh, obj, m, engine)
-    out.stage(engine.sql(state_upsert_sql(cols, key, "rw_delta"), rw_delta=delta))
+    if obj.kind != SOURCE:  # a source keeps only its change log
+        out.stage(engine.sql(state_upsert_sql(cols, key, "rw_delta"), rw_delta=delta))
     state = dict(m.state)
     dropped: list[str] = []
     tables = {OUTPUT: out, **ctx.tables}

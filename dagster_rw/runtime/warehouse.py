@@ -14,11 +14,11 @@ from ..errors import IntegrityError, ProgrammingError
 from ..sql.planner import Planner
 from ..storage import catalog as catalogs
 from ..storage import manifest as manifests
-from ..storage.catalog import MATERIALIZED_VIEW, TABLE, Catalog, CatalogObject, Column
+from ..storage.catalog import MATERIALIZED_VIEW, SOURCE, TABLE, Catalog, CatalogObject, Column
 from ..storage.manifest import Manifest
 from ..storage.object_store import ObjectStore
 from ..storage.state_table import write_sorted
-from . import epochs, step
+from . import epochs, ingest, step
 
 DEFAULT_OPTIONS = {
     "compact_max_files": 16,  # merge a state table's newest small files beyond this many
@@ -148,6 +148,33 @@ class Warehouse:
         self.remember_manifest(manifests.commit(self.store, m, [], 0))
         return True
 
+    def create_source(self, statement) -> bool:
+        """CREATE SOURCE, or CREATE TABLE with a connector (which also stores the rows)."""
+        from ..sources.spec import kafka_spec
+
+        s = statement
+        cat = self.catalog(reload=True)
+        if s.name in cat.objects:
+            if s.if_not_exists:
+                return False
+            raise ProgrammingError(f'relation "{s.name}" already exists')
+        spec = kafka_spec(s.name, s.sql, s.options, s.format, s.encode, s.encode_options, s.columns)
+        topic = ingest.KafkaTopic(spec.bootstrap, spec.topic)
+        start = topic.start_offsets() if spec.startup_mode == "earliest" else topic.end_offsets()
+        offsets = {str(p): o for p, o in sorted(start.items())}
+        created = epochs.newest_epoch(self.store)
+        obj = CatalogObject(name=s.name, kind=TABLE if s.is_table else SOURCE, sql=s.sql,
+                            columns=list(s.columns) + [Column(ROW_ID, "bigint", hidden=True)], pk=[],
+                            stream_key=[ROW_ID], created_epoch=created, append_only=True,
+                            options={**spec.to_options(), "start_offsets": offsets})
+        objects = dict(cat.objects)
+        objects[s.name] = obj
+        self._clear_leftovers(s.name)
+        self.commit_catalog(objects, f"CREATE {'TABLE' if s.is_table else 'SOURCE'} {s.name}")
+        m = Manifest(object=s.name, epoch=created, positions={"offsets": offsets})
+        self.remember_manifest(manifests.commit(self.store, m, [], 0))
+        return True
+
     def create_view(self, name: str, sql: str, query, if_not_exists: bool = False) -> bool:
         cat = self.catalog(reload=True)
         if name in cat.objects:
@@ -187,8 +214,9 @@ class Warehouse:
                 return False
             raise ProgrammingError(f'{"table" if kind == TABLE else "materialized view"} "{name}" does not exist')
         if obj.kind != kind:
-            what = "a table" if obj.kind == TABLE else "a materialized view"
-            raise ProgrammingError(f'"{name}" is {what}; use DROP {"TABLE" if obj.kind == TABLE else "MATERIALIZED VIEW"}')
+            what, verb = {TABLE: ("a table", "TABLE"), SOURCE: ("a source", "SOURCE")}.get(
+                obj.kind, ("a materialized view", "MATERIALIZED VIEW"))
+            raise ProgrammingError(f'"{name}" is {what}; use DROP {verb}')
         users = [c.name for c in cat.consumers(name)]
         if users:
             raise IntegrityError(f'cannot drop {name!r}: other objects depend on it ({", ".join(users)})')
@@ -223,6 +251,9 @@ class Warehouse:
         obj = self.get(table)
         if obj.kind != TABLE:
             raise ProgrammingError(f'cannot modify {table!r}: it is a materialized view')
+        if ingest.is_connector(obj):
+            raise ProgrammingError(f"cannot modify {table!r}: its rows come from its Kafka connector "
+                                   "(DML on a table with a connector is not supported)")
         n = rows.num_rows
         if n == 0:
             return 0
@@ -261,7 +292,7 @@ class Warehouse:
 
     # -- epochs and steps ----------------------------------------------------------------------
     def barrier(self) -> int:
-        return epochs.barrier(self.store)
+        return epochs.barrier(self.store, extra=ingest.barrier_offsets(self))
 
     def pending_inputs(self) -> dict[str, int]:
         """Inputs with something a barrier would seal, and how much: staged DML batches per table.
@@ -269,10 +300,14 @@ class Warehouse:
         The barrier sensor cuts a barrier only when this is non-empty. Every kind of input (tables'
         staged DML; sources' unread records) reports here, by object name.
         """
-        return epochs.unsealed_counts(self.store)
+        out = epochs.unsealed_counts(self.store)
+        out.update(ingest.pending(self))  # sources: records in Kafka beyond the newest barrier's offsets
+        return out
 
     def refresh(self, name: str) -> int:
         obj = self.get(name)
+        if ingest.is_connector(obj):
+            return ingest.refresh_connector(self, obj)
         if obj.kind == TABLE:
             return step.refresh_table(self, obj)
         return step.refresh_view(self, obj, self.plan(obj))
@@ -315,6 +350,8 @@ class Warehouse:
     def _state_spec(self, obj: CatalogObject, table_name: str):
         if table_name == step.OUTPUT:
             return list(obj.stream_key), step.object_schema(obj)
+        if table_name == ingest.ERRORS:
+            return ["partition", "offset"], ingest.ERROR_SCHEMA
         from . import dataflow
 
         ctx = step.StepContext(self, obj, self.manifest(obj.name), 0, False, self.engine)
@@ -322,6 +359,8 @@ class Warehouse:
 
     def snapshot(self, name: str):
         obj = self.get(name)
+        if obj.kind == SOURCE:
+            return ingest.source_snapshot(self, obj, self.manifest(name))
         return step.output_table(self, obj, self.manifest(name)).read_all()
 
     def status(self) -> list[dict]:
@@ -334,5 +373,6 @@ class Warehouse:
                 "name": obj.name, "kind": obj.kind, "epoch": epoch, "lag_epochs": newest - epoch,
                 "state_rows": m.state_rows(), "state_bytes": m.state_bytes(), "sst_files": m.sst_count(),
                 **{k: v for k, v in m.stats.items() if k != "committed_at"},
+                **(ingest.status_fields(self, obj, m) if ingest.is_connector(obj) else {}),
             })
         return out

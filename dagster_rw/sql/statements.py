@@ -38,6 +38,20 @@ class CreateTable(Statement):
 
 
 @dataclass
+class CreateSource(Statement):
+    """CREATE SOURCE, or CREATE TABLE with a connector (`is_table`: the rows are also stored)."""
+
+    name: str = ""
+    columns: list[Column] = field(default_factory=list)
+    options: dict[str, str] = field(default_factory=dict)  # WITH (...), keys as written (lower case)
+    format: str = ""
+    encode: str = ""
+    encode_options: dict[str, str] = field(default_factory=dict)
+    is_table: bool = False
+    if_not_exists: bool = False
+
+
+@dataclass
 class CreateView(Statement):
     name: str = ""
     query: exp.Expression | None = None
@@ -190,6 +204,8 @@ def _parse_set(sql: str, words: list[str]) -> SetVar:
 def _parse_drop(sql: str, words: list[str]) -> Drop:
     if words[1] == "TABLE":
         kind, at = "table", 2
+    elif words[1] == "SOURCE":
+        kind, at = "source", 2
     elif words[1:3] == ["MATERIALIZED", "VIEW"]:
         kind, at = "materialized_view", 3
     else:
@@ -218,6 +234,8 @@ def _parse_create(sql: str, words: list[str]) -> Statement:
         return CreateView(sql, name=target.name, query=query, if_not_exists=bool(tree.args.get("exists")))
     if words[1] == "TABLE":
         return _parse_create_table(sql, words)
+    if words[1] == "SOURCE":
+        return _parse_create_source(sql, is_table=False)
     what = " ".join(words[1:3]) if words[1] in ("MATERIALIZED", "OR") else words[1]
     raise unsupported(f"CREATE {what}", sql)
 
@@ -244,7 +262,7 @@ def _parse_create_table(sql: str, words: list[str]) -> CreateTable:
         toks = _DIALECT.tokenize(sql)
         body = sql[:toks[-2].start].rstrip()
     if "WITH" in words and "CONNECTOR" in words:
-        raise unsupported("CREATE TABLE ... WITH (connector = ...) (Kafka sources come in a later release)", sql)
+        return _parse_create_source(body, is_table=True)  # append-only whether or not it says so
     tree = _parse(body)
     if not isinstance(tree, exp.Create):
         raise unsupported("this form of CREATE TABLE", sql, tree)
@@ -281,6 +299,75 @@ def _parse_create_table(sql: str, words: list[str]) -> CreateTable:
             raise ProgrammingError(f'column "{k}" named in key does not exist in {name!r}')
     return CreateTable(sql, name=name, columns=columns, pk=pk, append_only=append_only,
                        if_not_exists=bool(tree.args.get("exists")))
+
+
+def _parse_create_source(sql: str, is_table: bool) -> CreateSource:
+    """CREATE SOURCE / CREATE TABLE ... WITH (connector = ...) FORMAT ... ENCODE ... (...)."""
+    what = "CREATE TABLE" if is_table else "CREATE SOURCE"
+    tree = _parse(sql)
+    if not isinstance(tree, exp.Create) or tree.expression is not None:
+        raise unsupported(f"this form of {what}", sql, tree)
+    schema = tree.this
+    if not isinstance(schema, exp.Schema):
+        raise ProgrammingError(f"{what} needs a column list (schema inference is not supported): {sql!r}")
+    name = schema.this.name
+    columns: list[Column] = []
+    for item in schema.expressions:
+        if isinstance(item, exp.ColumnDef):
+            cname = item.this.name
+            if item.args.get("kind") is None:
+                raise ProgrammingError(f'column "{cname}" of {name!r} has no type')
+            for c in item.args.get("constraints") or []:
+                if isinstance(c.kind, exp.PrimaryKeyColumnConstraint):
+                    raise unsupported(f"a primary key on {name!r} with FORMAT PLAIN (sources are append-only)",
+                                      sql, c)
+                if not isinstance(c.kind, exp.NotNullColumnConstraint):
+                    raise unsupported(f"the column constraint {c.sql(dialect='postgres')}", sql, c)
+            columns.append(Column(cname, sqltypes.canonical(item.args["kind"], name, cname)))
+        elif isinstance(item, exp.WatermarkColumnConstraint):
+            raise unsupported(f"WATERMARK FOR {item.this.sql(dialect='postgres')} (watermarks and "
+                              "EMIT ON WINDOW CLOSE are not implemented yet)", sql, item)
+        elif isinstance(item, exp.PrimaryKey):
+            raise unsupported(f"a primary key on {name!r} with FORMAT PLAIN (sources are append-only)", sql, item)
+        else:
+            raise unsupported(f"{item.sql(dialect='postgres')} in {what}", sql, item)
+    names = [c.name for c in columns]
+    if not names:
+        raise ProgrammingError(f"{what} {name} needs at least one column")
+    if len(set(names)) != len(names):
+        raise ProgrammingError(f"column specified more than once in {name!r}")
+    options: dict[str, str] = {}
+    fmt, encode, encode_options = "", "", {}
+    for prop in (tree.args.get("properties").expressions if tree.args.get("properties") else []):
+        if isinstance(prop, exp.FileFormatProperty):
+            fmt = prop.this.name.lower()
+        elif isinstance(prop, exp.EncodeProperty):
+            encode = prop.this.name.lower()
+            inner = prop.args.get("properties")
+            for p in inner.expressions if inner is not None else []:
+                encode_options[_property_key(p)] = _property_value(sql, p)
+        elif isinstance(prop, exp.Property):
+            options[_property_key(prop)] = _property_value(sql, prop)
+        else:
+            raise unsupported(f"{prop.sql(dialect=DIALECT)} in {what}", sql, prop)
+    return CreateSource(sql, name=name, columns=columns, options=options, format=fmt, encode=encode,
+                        encode_options=encode_options, is_table=is_table,
+                        if_not_exists=bool(tree.args.get("exists")))
+
+
+def _property_key(prop: exp.Property) -> str:
+    key = prop.this
+    return (key.name if isinstance(key, (exp.Var, exp.Identifier, exp.Literal)) else key.sql()).lower()
+
+
+def _property_value(sql: str, prop: exp.Property) -> str:
+    value = prop.args.get("value")
+    if isinstance(value, exp.Boolean):
+        return "true" if value.this else "false"
+    if isinstance(value, (exp.Literal, exp.Var, exp.Identifier)):
+        return value.name
+    raise unsupported(f"the option value {value.sql(dialect=DIALECT) if value else ''} (use a string literal)",
+                      sql, prop)
 
 
 def _parse_insert(sql: str, tree: exp.Insert) -> Insert:

@@ -10,6 +10,7 @@ PREFIX = "catalog"
 
 TABLE = "table"
 MATERIALIZED_VIEW = "materialized_view"
+SOURCE = "source"  # fed by a connector; keeps no rows of its own, only its change log
 
 
 @dataclass

@@ -1,0 +1,169 @@
+"""Vectorized decoding of record values (JSON objects or CSV lines) into a source's typed columns.
+
+The whole batch is parsed at once by pyarrow (JSON with a "wire" schema that pyarrow can read
+directly, CSV as text), then cast to the declared types by DuckDB in one query that also flags
+values of the wrong type. Only when the batch parse itself fails are records parsed one by one,
+and only to learn which of them are malformed; every bad record is reported with its cause, none
+is dropped silently.
+"""
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.json as pajson
+
+from .. import types as sqltypes
+from ..engine.duck import DuckEngine, quote
+from ..storage.catalog import Column
+
+ENCODINGS = ("json", "csv")
+# declared type -> the Arrow type pyarrow's JSON reader produces for it; the rest is read as text
+_JSON_WIRE = {
+    "smallint": pa.int64(), "integer": pa.int64(), "bigint": pa.int64(),
+    "real": pa.float64(), "double precision": pa.float64(), "boolean": pa.bool_(), "varchar": pa.string(),
+}
+
+
+@dataclass
+class Decoded:
+    """Rows of the good records (declared columns), their positions in the input, and the bad ones."""
+
+    rows: pa.Table
+    good: list[int]
+    errors: list[tuple[int, str]] = field(default_factory=list)  # (position in the input, cause)
+
+
+def json_wire_type(type_name: str) -> pa.DataType:
+    if type_name.startswith("numeric"):
+        return pa.float64()
+    return _JSON_WIRE.get(type_name, pa.string())
+
+
+def check_supported(columns: list[Column], encode: str) -> str | None:
+    """The first column whose type the encoding cannot carry, as a message; None when all can."""
+    for c in columns:
+        if c.type in ("interval", "time") and encode == "json":
+            return f"column {c.name!r} of type {c.type} in ENCODE JSON"
+    return None
+
+
+class RecordDecoder:
+    """Decodes lists of raw record values for one set of declared columns and one encoding."""
+
+    def __init__(self, columns: list[Column], encode: str, delimiter: str = ",", engine: DuckEngine | None = None):
+        self.columns = columns
+        self.encode = encode
+        self.delimiter = delimiter
+        self.engine = engine or DuckEngine(threads=1)
+        if encode == "json":
+            self.wire = pa.schema([pa.field(c.name, json_wire_type(c.type)) for c in columns])
+        else:
+            self.wire = pa.schema([pa.field(c.name, pa.string()) for c in columns])
+        self.target = pa.schema([pa.field(c.name, sqltypes.arrow_type(c.type)) for c in columns])
+
+    # -- parsing -------------------------------------------------------------------------------
+    def _parse(self, values: list[bytes]) -> pa.Table:
+        if self.encode == "json":
+            joined = b"\n".join(values)
+            if joined.count(b"\n") != len(values) - 1 or b"\r" in joined:
+                # a newline is whitespace between JSON tokens (never inside a string), so it can go
+                joined = b"\n".join(v.replace(b"\n", b" ").replace(b"\r", b" ") for v in values)
+            opts = pajson.ParseOptions(explicit_schema=self.wire, unexpected_field_behavior="ignore")
+            read = pajson.ReadOptions(block_size=max(1 << 20, min(len(joined) + 1, 64 << 20)))
+            return pajson.read_json(io.BytesIO(joined), read_options=read, parse_options=opts)
+        joined = b"\n".join(values) + b"\n"
+        return pacsv.read_csv(
+            io.BytesIO(joined),
+            read_options=pacsv.ReadOptions(column_names=[c.name for c in self.columns],
+                                           block_size=max(1 << 20, min(len(joined) + 1, 64 << 20))),
+            parse_options=pacsv.ParseOptions(delimiter=self.delimiter, newlines_in_values=True),
+            convert_options=pacsv.ConvertOptions(column_types=self.wire, strings_can_be_null=False,
+                                                 quoted_strings_can_be_null=False))
+
+    def _parse_one(self, value: bytes) -> str | None:
+        """Why one record cannot be parsed, or None when it can."""
+        if not value.strip():
+            return "empty record"
+        try:
+            t = self._parse([value])
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
+            return str(e).splitlines()[0]
+        if t.num_rows != 1:
+            return f"the record holds {t.num_rows} rows, not one"
+        return None
+
+    def decode(self, values: list[bytes | None]) -> Decoded:
+        errors: list[tuple[int, str]] = []
+        idx = []
+        for i, v in enumerate(values):
+            if v is None:
+                errors.append((i, "null record value"))
+            elif not v.strip():
+                errors.append((i, "empty record"))
+            else:
+                idx.append(i)
+        wire = None
+        if idx:
+            try:
+                wire = self._parse([values[i] for i in idx])
+                if wire.num_rows != len(idx):
+                    wire = None
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+                wire = None
+            if wire is None:  # find the malformed records, then parse the others in one go
+                ok = []
+                for i in idx:
+                    cause = self._parse_one(values[i])
+                    if cause is None:
+                        ok.append(i)
+                    else:
+                        errors.append((i, cause))
+                idx = ok
+                wire = self._parse([values[i] for i in idx]) if idx else None
+        if wire is None or wire.num_rows == 0:
+            errors.sort()
+            return Decoded(self.target.empty_table(), [], errors)
+        rows, bad = self._cast(wire)
+        if bad:
+            bad_set = {pos for pos, _ in bad}
+            errors.extend((idx[pos], cause) for pos, cause in bad)
+            keep = [pos for pos in range(len(idx)) if pos not in bad_set]
+            rows = rows.take(pa.array(keep, pa.int64()))
+            idx = [idx[pos] for pos in keep]
+        errors.sort()
+        return Decoded(rows, idx, errors)
+
+    # -- typing --------------------------------------------------------------------------------
+    def _cast(self, wire: pa.Table) -> tuple[pa.Table, list[tuple[int, str]]]:
+        """The declared types, and (row, cause) for every value that does not fit its column."""
+        select, checks = [], []
+        for c, w in zip(self.columns, self.wire):
+            target = self.target.field(c.name).type
+            src = f"w.{quote(c.name)}"
+            if w.type == target:
+                select.append(src)
+                continue
+            if pa.types.is_string(w.type) and c.type != "varchar":
+                src = f"NULLIF({src}, '')"  # an empty CSV field is NULL, not a bad value
+            cast = f"TRY_CAST({src} AS {sqltypes.duckdb_type(c.type)})"
+            select.append(f"{cast} AS {quote(c.name)}")
+            name = c.name.replace("'", "''")
+            checks.append(f"WHEN {src} IS NOT NULL AND {cast} IS NULL THEN "
+                          f"'column \"{name}\": cannot read ' || CAST({src} AS VARCHAR) || ' as {c.type}'")
+        if not checks:
+            return wire.cast(self.target), []
+        problem = f"CASE {' '.join(checks)} END"
+        wire = wire.append_column("rw_pos", pa.array(range(wire.num_rows), pa.int64()))
+        out = self.engine.sql(f"SELECT {', '.join(select)}, {problem} AS rw_problem, rw_pos FROM w "
+                              "ORDER BY rw_pos", w=wire)
+        problems = out.column("rw_problem")
+        bad = []
+        if problems.null_count != out.num_rows:
+            for pos, p in zip(out.column("rw_pos").to_pylist(), problems.to_pylist()):
+                if p is not None:
+                    bad.append((pos, p))
+        return out.select([c.name for c in self.columns]).cast(self.target), bad
+

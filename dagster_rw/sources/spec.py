@@ -1,0 +1,79 @@
+"""What a CREATE SOURCE / CREATE TABLE ... WITH (connector = ...) statement asks for, validated.
+
+Every option is either understood or refused: an option this release ignores would change what a
+user expects to happen without a word.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from ..errors import ProgrammingError, unsupported
+from .decode import ENCODINGS, check_supported
+
+STARTUP_MODES = ("earliest", "latest")
+MAX_RECORDS_OPTION = "epoch.max.records.per.partition"
+
+
+@dataclass
+class KafkaSourceSpec:
+    topic: str
+    bootstrap: str
+    startup_mode: str = "earliest"
+    encode: str = "json"
+    delimiter: str = ","
+    max_records_per_partition: int | None = None  # bound per partition per epoch; None: no bound
+
+    def to_options(self) -> dict:
+        return {"connector": "kafka", **asdict(self)}
+
+    @classmethod
+    def from_options(cls, options: dict) -> KafkaSourceSpec:
+        d = {k: v for k, v in options.items() if k in cls.__dataclass_fields__}
+        return cls(**d)
+
+
+def kafka_spec(name: str, sql: str, options: dict[str, str], fmt: str, encode: str,
+               encode_options: dict[str, str], columns) -> KafkaSourceSpec:
+    opts = dict(options)
+    connector = opts.pop("connector", "").lower()
+    if connector != "kafka":
+        raise unsupported(f"the connector {connector!r} (only 'kafka')", sql, obj=name)
+    topic = opts.pop("topic", None)
+    bootstrap = opts.pop("properties.bootstrap.server", None) or opts.pop("properties.bootstrap.servers", None)
+    if not topic:
+        raise ProgrammingError(f"{name!r}: the Kafka connector needs topic = '...'")
+    if not bootstrap:
+        raise ProgrammingError(f"{name!r}: the Kafka connector needs properties.bootstrap.server = 'host:port'")
+    mode = opts.pop("scan.startup.mode", "earliest").lower()
+    if mode not in STARTUP_MODES:
+        raise unsupported(f"scan.startup.mode = {mode!r} (use 'earliest' or 'latest')", sql, obj=name)
+    bound = opts.pop(MAX_RECORDS_OPTION, None)
+    if bound is not None:
+        try:
+            bound = int(bound)
+        except ValueError:
+            bound = 0
+        if bound <= 0:
+            raise ProgrammingError(f"{name!r}: {MAX_RECORDS_OPTION} must be a positive integer")
+    if opts:
+        raise unsupported(f"the option {sorted(opts)[0]} in WITH (...)", sql, obj=name)
+    if fmt != "plain":
+        raise unsupported(f"FORMAT {fmt.upper() or '(none)'} (only FORMAT PLAIN: sources are append-only)",
+                          sql, obj=name)
+    if encode not in ENCODINGS:
+        raise unsupported(f"ENCODE {encode.upper() or '(none)'} (only ENCODE JSON or ENCODE CSV)", sql, obj=name)
+    enc = dict(encode_options)
+    delimiter = enc.pop("delimiter", ",")
+    if encode == "csv":
+        if enc.pop("without_header", "true").lower() != "true":
+            raise unsupported("ENCODE CSV with a header line (each record is one CSV line: "
+                              "without_header = 'true')", sql, obj=name)
+        if len(delimiter) != 1:
+            raise ProgrammingError(f"{name!r}: the CSV delimiter must be one character, not {delimiter!r}")
+    if enc:
+        raise unsupported(f"the ENCODE option {sorted(enc)[0]}", sql, obj=name)
+    bad = check_supported(columns, encode)
+    if bad:
+        raise unsupported(bad, sql, obj=name)
+    return KafkaSourceSpec(topic=topic, bootstrap=bootstrap, startup_mode=mode, encode=encode,
+                           delimiter=delimiter, max_records_per_partition=bound)
