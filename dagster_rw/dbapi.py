@@ -325,7 +325,7 @@ class Cursor:
         self.conn.wh.create_source(s)
 
     def _do_createview(self, s: st.CreateView):
-        self.conn.wh.create_view(s.name, s.sql, s.query, s.if_not_exists)
+        self.conn.wh.create_view(s.name, s.sql, s.query, s.if_not_exists, s.emit_on_window_close)
 
     def _do_drop(self, s: st.Drop):
         kind = {"table": TABLE, "source": SOURCE}.get(s.kind, MATERIALIZED_VIEW)
@@ -364,7 +364,7 @@ class Cursor:
         from .sql.planner import Planner
 
         planner = Planner(self.conn.wh.catalog().get, inner.sql, inner.name, self.conn.engine)
-        plan = planner.plan(inner.query)
+        plan = planner.plan(inner.query, inner.emit_on_window_close)
         lines = explainer.explain(plan)
         self._columns(["QUERY PLAN"], [(line,) for line in lines])
 

@@ -9,7 +9,8 @@ from ..operators.over_window import OverWindowOp
 from ..operators.scan import ScanOp
 from ..operators.top_n import TopNOp
 from ..operators.union import UnionAllOp
-from ..sql.plan import Aggregate, Join, Map, Node, OverWindow, Scan, TopN, UnionAll
+from ..operators.window_close_aggregate import WindowCloseAggregateOp
+from ..sql.plan import Aggregate, Join, Map, Node, OverWindow, Scan, TopN, UnionAll, WindowCloseAggregate
 
 
 def operator_for(node: Node, ctx):
@@ -19,6 +20,8 @@ def operator_for(node: Node, ctx):
         return MapOp(node, ctx)
     if isinstance(node, Join):
         return InnerJoinOp(node, ctx) if node.kind == "inner" else OuterJoinOp(node, ctx)
+    if isinstance(node, WindowCloseAggregate):
+        return WindowCloseAggregateOp(node, ctx)
     if isinstance(node, Aggregate):
         return AggregateOp(node, ctx)
     if isinstance(node, UnionAll):

@@ -15,6 +15,7 @@ import time
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute)
 
 from ..errors import OperationalError
 from ..operators.base import W
@@ -188,8 +189,40 @@ def refresh_connector(wh, obj: CatalogObject) -> int:
     schema = step.object_schema(obj)
     delta = rows.select(schema.names).cast(schema).append_column(W, pa.array(np.ones(rows.num_rows, np.int64)))
     ctx.rows_in = rows.num_rows + (errors.num_rows if errors is not None else 0)
-    nxt = dataclasses.replace(m, positions={**m.positions, "offsets": {str(p): o for p, o in sorted(ends.items())}})
+    positions = {**m.positions, "offsets": {str(p): o for p, o in sorted(ends.items())}}
+    positions.update(_advance_watermark(spec_of(obj), m.positions, rows, target))
+    nxt = dataclasses.replace(m, positions=positions)
     return step._commit_output(wh, obj, nxt, ctx, delta, committed, target, t0)
+
+
+WATERMARK_HISTORY = 256  # epochs of watermark history a source keeps for views that lag
+
+
+def _advance_watermark(spec: KafkaSourceSpec, positions: dict, rows: pa.Table, target: int) -> dict:
+    """The source's watermark after this step: the largest event time seen minus the delay, never
+    moving back; with its history per epoch (microseconds since 1970), which views read as of
+    their own target epoch."""
+    if not spec.watermark_column:
+        return {}
+    wm = positions.get("watermark")
+    if rows.num_rows:
+        ts = rows.column(spec.watermark_column)
+        if ts.null_count < rows.num_rows:
+            top = pa.compute.max(ts.cast(pa.timestamp("us", tz=ts.type.tz)).cast(pa.int64())).as_py()
+            wm = top - spec.watermark_delay_us if wm is None else max(wm, top - spec.watermark_delay_us)
+    history = [h for h in positions.get("watermarks", []) if h[0] < target]
+    if wm is not None:
+        history.append([target, wm])
+    return {"watermark": wm, "watermarks": history[-WATERMARK_HISTORY:]}
+
+
+def watermark_at(m: Manifest, epoch: int) -> int | None:
+    """A source's watermark as of `epoch` (microseconds since 1970), None before its first event."""
+    found = None
+    for e, wm in m.positions.get("watermarks", []):
+        if e <= epoch:
+            found = wm
+    return found
 
 
 def source_snapshot(wh, obj: CatalogObject, m: Manifest) -> pa.Table:

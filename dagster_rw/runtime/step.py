@@ -55,6 +55,12 @@ class StepContext:
         self.tables: dict[str, StateTable] = {}
         self.rows_in = 0
 
+    def watermark(self, source: str, epoch: int) -> int | None:
+        """The watermark of `source` as of `epoch` (microseconds since 1970; None: no event yet)."""
+        from .ingest import watermark_at
+
+        return watermark_at(self.wh.manifest(source), epoch)
+
     def state_table(self, op_id: int, name: str, pk, schema) -> StateTable:
         key = f"op{op_id}.{name}"
         if key not in self.tables:

@@ -99,10 +99,10 @@ class Warehouse:
     def plan(self, obj: CatalogObject):
         key = (obj.name, obj.created_epoch)
         if key not in self._plans:
-            from ..sql.statements import view_query
+            from ..sql.statements import view_emits_on_window_close, view_query
 
             planner = Planner(self.catalog().get, obj.sql, obj.name, self.engine)
-            self._plans[key] = planner.plan(view_query(obj.sql))
+            self._plans[key] = planner.plan(view_query(obj.sql), view_emits_on_window_close(obj.sql))
         return self._plans[key]
 
     # -- manifests -----------------------------------------------------------------------------
@@ -158,7 +158,7 @@ class Warehouse:
             if s.if_not_exists:
                 return False
             raise ProgrammingError(f'relation "{s.name}" already exists')
-        spec = kafka_spec(s.name, s.sql, s.options, s.format, s.encode, s.encode_options, s.columns)
+        spec = kafka_spec(s.name, s.sql, s.options, s.format, s.encode, s.encode_options, s.columns, s.watermark)
         topic = ingest.KafkaTopic(spec.bootstrap, spec.topic)
         start = topic.start_offsets() if spec.startup_mode == "earliest" else topic.end_offsets()
         offsets = {str(p): o for p, o in sorted(start.items())}
@@ -175,14 +175,15 @@ class Warehouse:
         self.remember_manifest(manifests.commit(self.store, m, [], 0))
         return True
 
-    def create_view(self, name: str, sql: str, query, if_not_exists: bool = False) -> bool:
+    def create_view(self, name: str, sql: str, query, if_not_exists: bool = False,
+                    emit_on_window_close: bool = False) -> bool:
         cat = self.catalog(reload=True)
         if name in cat.objects:
             if if_not_exists:
                 return False
             raise ProgrammingError(f'relation "{name}" already exists')
         planner = Planner(cat.get, sql, name, self.engine)
-        plan = planner.plan(query)
+        plan = planner.plan(query, emit_on_window_close)
         visible = [c for c in plan.columns if not c.hidden]
         seen = set()
         for c in visible:

@@ -22,6 +22,8 @@ class KafkaSourceSpec:
     encode: str = "json"
     delimiter: str = ","
     max_records_per_partition: int | None = None  # bound per partition per epoch; None: no bound
+    watermark_column: str | None = None  # WATERMARK FOR <column> AS <column> - <delay>
+    watermark_delay_us: int = 0
 
     def to_options(self) -> dict:
         return {"connector": "kafka", **asdict(self)}
@@ -32,8 +34,34 @@ class KafkaSourceSpec:
         return cls(**d)
 
 
+def watermark_delay(name: str, sql: str, column: str, expression, columns) -> int:
+    """The delay of `WATERMARK FOR column AS column - INTERVAL ...`, in microseconds."""
+    from sqlglot import exp
+
+    from ..engine.duck import DuckEngine
+
+    col = next((c for c in columns if c.name == column), None)
+    if col is None:
+        raise ProgrammingError(f'{name!r}: the watermark column "{column}" does not exist')
+    if col.type not in ("timestamp", "timestamptz"):
+        raise unsupported(f"a WATERMARK on {column!r} of type {col.type} (it needs a timestamp)", sql, obj=name)
+    if isinstance(expression, exp.Column) and expression.name == column:
+        return 0
+    if not (isinstance(expression, exp.Sub) and isinstance(expression.this, exp.Column)
+            and expression.this.name == column and isinstance(expression.expression, exp.Interval)):
+        raise unsupported(f"the watermark expression {expression.sql(dialect='postgres')} "
+                          f"(use {column} - INTERVAL '...')", sql, expression, obj=name)
+    value = DuckEngine(threads=1).sql(f"SELECT {expression.expression.sql(dialect='duckdb')} AS i").column(0)[0].as_py()
+    if value.months:
+        raise unsupported("a watermark delay in months or years", sql, expression, obj=name)
+    delay = value.days * 86_400_000_000 + value.nanoseconds // 1000
+    if delay < 0:
+        raise ProgrammingError(f"{name!r}: the watermark delay must not be negative")
+    return delay
+
+
 def kafka_spec(name: str, sql: str, options: dict[str, str], fmt: str, encode: str,
-               encode_options: dict[str, str], columns) -> KafkaSourceSpec:
+               encode_options: dict[str, str], columns, watermark=None) -> KafkaSourceSpec:
     opts = dict(options)
     connector = opts.pop("connector", "").lower()
     if connector != "kafka":
@@ -75,5 +103,10 @@ def kafka_spec(name: str, sql: str, options: dict[str, str], fmt: str, encode: s
     bad = check_supported(columns, encode)
     if bad:
         raise unsupported(bad, sql, obj=name)
+    wm_column, wm_delay = None, 0
+    if watermark is not None:
+        wm_column = watermark[0]
+        wm_delay = watermark_delay(name, sql, wm_column, watermark[1], columns)
     return KafkaSourceSpec(topic=topic, bootstrap=bootstrap, startup_mode=mode, encode=encode,
-                           delimiter=delimiter, max_records_per_partition=bound)
+                           delimiter=delimiter, max_records_per_partition=bound, watermark_column=wm_column,
+                           watermark_delay_us=wm_delay)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from .plan import Aggregate, Join, Map, Node, OverWindow, Scan, TopN, UnionAll, cname
+from .plan import Aggregate, Join, Map, Node, OverWindow, Scan, TopN, UnionAll, WindowCloseAggregate, cname
 
 
 def _named(e: exp.Expression, columns) -> str:
@@ -36,6 +36,11 @@ def _describe(node: Node) -> tuple[str, str]:
         cond = f", residual: {_named(node.residual, node.columns)}" if node.residual is not None else ""
         return (f"StreamHashJoin {{ type: {node.kind}, on: {lk} = {rk}{cond} }}",
                 f"left rows by {lk} + stream key, right rows by {rk} + stream key")
+    if isinstance(node, WindowCloseAggregate):
+        group = _names(node.child, node.group)
+        return (f"StreamEowcAggregate {{ group: {group}, window: {node.child.columns[node.window].name}, "
+                f"watermark of: {node.source} }}",
+                "the rows of open windows (dropped when the window is emitted) and the open windows")
     if isinstance(node, Aggregate):
         group = _names(node.child, node.group)
         aggs = ", ".join(

@@ -99,6 +99,20 @@ class Aggregate(Node):
 
 
 @dataclass(eq=False)
+class WindowCloseAggregate(Aggregate):
+    """GROUP BY a time window, EMIT ON WINDOW CLOSE: a window's rows wait in a buffer until the
+    watermark of `source` passes the window's end; then its groups are computed, emitted once
+    (inserts only), and its rows dropped. Rows of windows already closed are late and ignored.
+
+    `window` is the child column holding window_start (`window_is_start`) or window_end."""
+
+    window: int = 0
+    window_is_start: bool = True
+    size_us: int = 0
+    source: str = ""
+
+
+@dataclass(eq=False)
 class UnionAll(Node):
     """Bag union; output = the visible columns, a branch number, then each branch's key columns."""
 

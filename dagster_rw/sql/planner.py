@@ -26,6 +26,7 @@ from .plan import (
     Scan,
     TopN,
     UnionAll,
+    WindowCloseAggregate,
     cname,
     number_nodes,
 )
@@ -79,6 +80,8 @@ class Planner:
         self.inputs: list[str] = []
         self.ctes: dict[str, exp.Expression] = {}
         self._group_counter = 0
+        # window Maps of TUMBLE/HOP: id(node) -> (time column in the child, window_start, window_end, size)
+        self.window_maps: dict[int, tuple[int, int, int, int]] = {}
 
     # -- helpers -------------------------------------------------------------------------------
     def where(self, node) -> str:
@@ -122,9 +125,79 @@ class Planner:
         return [sqltypes.from_duckdb(t) for _, t in described]
 
     # -- queries -------------------------------------------------------------------------------
-    def plan(self, query: exp.Expression) -> Node:
+    def plan(self, query: exp.Expression, emit_on_window_close: bool = False) -> Node:
         node, _names = self.plan_query(query)
+        if emit_on_window_close:
+            node = self.emit_on_window_close(node, query)
         return number_nodes(node)
+
+    # -- EMIT ON WINDOW CLOSE --------------------------------------------------------------------
+    def emit_on_window_close(self, root: Node, query) -> Node:
+        """Replace the view's aggregation by one that emits each window once, when it closes."""
+        chain, node = [], root
+        while isinstance(node, Map):
+            chain.append(node)
+            node = node.child
+        if not isinstance(node, Aggregate) or node.is_global:
+            raise self.refuse("EMIT ON WINDOW CLOSE on anything but GROUP BY a TUMBLE/HOP window "
+                              "(filters and projections above it are fine)", query)
+        bad = [a for a in node.aggs if a.distinct and a.func != "count"]
+        if bad:
+            raise self.refuse(f"{bad[0].func}(DISTINCT ...) with EMIT ON WINDOW CLOSE", query)
+        for g in node.group:
+            origin = self.window_origin(node.child, g)
+            if origin is not None:
+                source, size, is_start = origin
+                break
+        else:
+            raise self.refuse("EMIT ON WINDOW CLOSE without window_start or window_end of a TUMBLE/HOP over "
+                              "a source's WATERMARK column in GROUP BY", query)
+        eowc = WindowCloseAggregate(columns=node.columns, stream_key=node.stream_key, child=node.child,
+                                    group=node.group, aggs=node.aggs, window=g, window_is_start=is_start,
+                                    size_us=size, source=source)
+        if not chain:
+            return eowc
+        chain[-1].child = eowc
+        return root
+
+    def window_origin(self, node: Node, col: int):
+        """(source, window size, is window_start) when column `col` of `node` is the start or end of
+        a TUMBLE/HOP window over a source's watermark column, passed through filters, projections,
+        unions of HOP branches and joins; None otherwise."""
+        if isinstance(node, Map):
+            info = self.window_maps.get(id(node))
+            if info is not None and col in (info[1], info[2]):
+                source = self.watermark_source(node.child, info[0])
+                return (source, info[3], col == info[1]) if source else None
+            e = node.exprs[col]
+            if isinstance(e, exp.Column) and not e.table and e.name.startswith("c"):
+                return self.window_origin(node.child, int(e.name[1:]))
+            return None
+        if isinstance(node, UnionAll):
+            if col >= node.visible:
+                return None
+            found = {self.window_origin(i, col) for i in node.inputs}
+            return found.pop() if len(found) == 1 else None
+        if isinstance(node, Join):
+            n = len(node.left.columns)
+            return self.window_origin(node.left, col) if col < n else self.window_origin(node.right, col - n)
+        return None
+
+    def watermark_source(self, node: Node, col: int) -> str | None:
+        """The source whose WATERMARK column `col` of `node` is (through filters, projections, joins)."""
+        if isinstance(node, Scan):
+            obj = self.resolve_object(node.source)
+            wm = (obj.options or {}).get("watermark_column") if obj is not None else None
+            return node.source if wm and node.columns[col].name == wm else None
+        if isinstance(node, Map):
+            e = node.exprs[col]
+            if isinstance(e, exp.Column) and not e.table and e.name.startswith("c"):
+                return self.watermark_source(node.child, int(e.name[1:]))
+            return None
+        if isinstance(node, Join):
+            n = len(node.left.columns)
+            return self.watermark_source(node.left, col) if col < n else self.watermark_source(node.right, col - n)
+        return None
 
     def plan_query(self, query: exp.Expression) -> tuple[Node, list[str]]:
         if isinstance(query, exp.Subquery):
@@ -294,6 +367,7 @@ class Planner:
                 sub.ctes = dict(self.ctes)
                 node, names = sub.plan_query(self.ctes[name])
                 self.inputs.extend(i for i in sub.inputs if i not in self.inputs)
+                self.window_maps.update(sub.window_maps)
                 return node, self.scope_of(node, names, alias, group)
             obj = self.resolve_object(name)
             if obj is None:
@@ -317,6 +391,7 @@ class Planner:
             sub.ctes = dict(self.ctes)
             node, names = sub.plan_query(item.this)
             self.inputs.extend(i for i in sub.inputs if i not in self.inputs)
+            self.window_maps.update(sub.window_maps)
             alias = item.alias_or_name or None
             return node, self.scope_of(node, names, alias, group)
         if isinstance(item, (exp.Unnest, exp.Lateral)):
@@ -364,6 +439,7 @@ class Planner:
                 hidden.append(True)
             node = self.map(child, exprs, None, names, hidden)
             node.stream_key = list(range(len(visible) + 2, len(exprs)))
+            self.window_maps[id(node)] = (entry.index, len(visible), len(visible) + 1, size)
             branches.append((node, len(visible) + 2))
         names = [c.name for c in branches[0][0].columns[:branches[0][1]]]
         entries = [Entry(alias, n, i, group) for i, n in enumerate(names)]

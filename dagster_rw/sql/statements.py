@@ -47,6 +47,7 @@ class CreateSource(Statement):
     format: str = ""
     encode: str = ""
     encode_options: dict[str, str] = field(default_factory=dict)
+    watermark: tuple[str, exp.Expression] | None = None  # (column, expression) of WATERMARK FOR
     is_table: bool = False
     if_not_exists: bool = False
 
@@ -56,6 +57,7 @@ class CreateView(Statement):
     name: str = ""
     query: exp.Expression | None = None
     if_not_exists: bool = False
+    emit_on_window_close: bool = False
 
 
 @dataclass
@@ -218,9 +220,12 @@ def _parse_drop(sql: str, words: list[str]) -> Drop:
 
 def _parse_create(sql: str, words: list[str]) -> Statement:
     if words[1:3] == ["MATERIALIZED", "VIEW"]:
-        if words[-4:] == ["EMIT", "ON", "WINDOW", "CLOSE"]:
-            raise unsupported("EMIT ON WINDOW CLOSE", sql)
-        tree = _parse(sql)
+        eowc = words[-4:] == ["EMIT", "ON", "WINDOW", "CLOSE"]
+        body = sql
+        if eowc:
+            toks = _DIALECT.tokenize(sql)
+            body = sql[:toks[-4].start].rstrip()
+        tree = _parse(body)
         target, query = tree.this, tree.expression
         if not isinstance(query, (exp.Select, exp.Union, exp.Except, exp.Intersect, exp.Subquery)):
             raise unsupported("CREATE MATERIALIZED VIEW without AS SELECT", sql, tree)
@@ -231,7 +236,8 @@ def _parse_create(sql: str, words: list[str]) -> Statement:
             query = _rename_outputs(sql, query, names)
         if not target.name:
             raise ProgrammingError(f"CREATE MATERIALIZED VIEW needs a name: {sql!r}")
-        return CreateView(sql, name=target.name, query=query, if_not_exists=bool(tree.args.get("exists")))
+        return CreateView(sql, name=target.name, query=query, if_not_exists=bool(tree.args.get("exists")),
+                          emit_on_window_close=eowc)
     if words[1] == "TABLE":
         return _parse_create_table(sql, words)
     if words[1] == "SOURCE":
@@ -312,6 +318,7 @@ def _parse_create_source(sql: str, is_table: bool) -> CreateSource:
         raise ProgrammingError(f"{what} needs a column list (schema inference is not supported): {sql!r}")
     name = schema.this.name
     columns: list[Column] = []
+    watermark = None
     for item in schema.expressions:
         if isinstance(item, exp.ColumnDef):
             cname = item.this.name
@@ -325,8 +332,9 @@ def _parse_create_source(sql: str, is_table: bool) -> CreateSource:
                     raise unsupported(f"the column constraint {c.sql(dialect='postgres')}", sql, c)
             columns.append(Column(cname, sqltypes.canonical(item.args["kind"], name, cname)))
         elif isinstance(item, exp.WatermarkColumnConstraint):
-            raise unsupported(f"WATERMARK FOR {item.this.sql(dialect='postgres')} (watermarks and "
-                              "EMIT ON WINDOW CLOSE are not implemented yet)", sql, item)
+            if watermark is not None:
+                raise unsupported("more than one WATERMARK", sql, item)
+            watermark = (item.this.name, item.expression)
         elif isinstance(item, exp.PrimaryKey):
             raise unsupported(f"a primary key on {name!r} with FORMAT PLAIN (sources are append-only)", sql, item)
         else:
@@ -351,7 +359,7 @@ def _parse_create_source(sql: str, is_table: bool) -> CreateSource:
         else:
             raise unsupported(f"{prop.sql(dialect=DIALECT)} in {what}", sql, prop)
     return CreateSource(sql, name=name, columns=columns, options=options, format=fmt, encode=encode,
-                        encode_options=encode_options, is_table=is_table,
+                        encode_options=encode_options, watermark=watermark, is_table=is_table,
                         if_not_exists=bool(tree.args.get("exists")))
 
 
@@ -386,3 +394,8 @@ def view_query(sql: str) -> exp.Expression:
     st = parse(sql)
     assert isinstance(st, CreateView)
     return st.query
+
+
+def view_emits_on_window_close(sql: str) -> bool:
+    st = parse(sql)
+    return isinstance(st, CreateView) and st.emit_on_window_close
