@@ -187,8 +187,10 @@ def test_exactly_once_when_killed_between_reading_and_committing(kafka_broker, w
 
 
 @pytest.mark.parametrize("sql, construct", [
-    ("CREATE SOURCE w (a INT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '5' SECOND) {with} "
-     "FORMAT PLAIN ENCODE JSON", "WATERMARK"),
+    ("CREATE SOURCE w (a INT, ts TIMESTAMP, WATERMARK FOR ts AS ts + INTERVAL '5' SECOND) {with} "
+     "FORMAT PLAIN ENCODE JSON", "watermark expression"),
+    ("CREATE SOURCE w (a INT, ts TIMESTAMP, WATERMARK FOR a AS a - 5) {with} FORMAT PLAIN ENCODE JSON",
+     "WATERMARK on 'a' of type integer"),
     ("CREATE SOURCE w (a INT) {with} FORMAT UPSERT ENCODE JSON", "FORMAT UPSERT"),
     ("CREATE SOURCE w (a INT) {with} FORMAT PLAIN ENCODE AVRO", "ENCODE AVRO"),
     ("CREATE SOURCE w (a INT PRIMARY KEY) {with} FORMAT PLAIN ENCODE JSON", "primary key"),

@@ -110,3 +110,109 @@ def test_windowed_views_over_a_kafka_source_equal_duckdb(kafka_broker, tmp_path_
             assert_same(actual, expected, f"{name} after round {i}")
     assert conn.execute("SELECT count(*) FROM ev").fetchall() == [(produced,)]
     conn.close()
+
+
+EOWC_VIEWS = {
+    "tumble_close": (
+        "SELECT window_start, k, count(*) AS n, sum(v) AS sv, max(v) AS mx, count(DISTINCT v) AS dv "
+        "FROM TUMBLE(ev, ts, INTERVAL '10' SECOND) GROUP BY window_start, k EMIT ON WINDOW CLOSE",
+        10, 10, "SELECT ws, k, count(*), sum(v), max(v), count(DISTINCT v) FROM acc GROUP BY ws, k"),
+    "hop_close": (
+        "SELECT window_end, count(*) AS n, min(v) AS mn, avg(v) AS av FROM HOP(ev, ts, INTERVAL '5' SECOND, "
+        "INTERVAL '15' SECOND) WHERE k <> 2 GROUP BY window_end EMIT ON WINDOW CLOSE",
+        5, 15, "SELECT we, count(*), min(v), avg(v) FROM acc WHERE k <> 2 GROUP BY we"),
+}
+
+
+@st.composite
+def late_workloads(draw):
+    """Rounds of events whose times mostly move forward, with some arriving late."""
+    rounds, clock = [], 0
+    for _ in range(draw(st.integers(1, 5))):
+        batch = []
+        for _ in range(draw(st.integers(0, 12))):
+            clock += draw(st.integers(0, 6))
+            secs = clock - draw(st.sampled_from([0, 0, 0, 3, 9, 25]))  # some late, some very late
+            batch.append((draw(st.integers(0, 2)), draw(st.integers(0, 3)),
+                          draw(st.one_of(st.none(), st.integers(-5, 40))), secs))
+        rounds.append(batch)
+    return rounds, draw(st.sampled_from([0, 4, 12]))
+
+
+def _window_pairs(secs: int, slide: int, size: int):
+    start = secs - secs % slide
+    return [(start - i * slide, start - i * slide + size) for i in range(size // slide)]
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
+@given(late_workloads())
+def test_emit_on_window_close_equals_duckdb_over_the_windows_the_watermark_closed(
+        kafka_broker, tmp_path_factory, workload):
+    rounds, delay = workload
+    topic = f"c-{uuid.uuid4().hex[:10]}"
+    kafka_broker.create_topic(topic, partitions=3)
+    conn = dagster_rw.connect(str(tmp_path_factory.mktemp("wh")))
+    conn.execute(f"CREATE SOURCE ev (k INT, v INT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '{delay}' SECOND) "
+                 f"WITH (connector = 'kafka', topic = '{topic}', properties.bootstrap.server = "
+                 f"'{kafka_broker.bootstrap}') FORMAT PLAIN ENCODE JSON")
+    for name, (sql, *_rest) in EOWC_VIEWS.items():
+        conn.execute(f"CREATE MATERIALIZED VIEW {name} AS {sql}")
+    oracles = {name: duckdb.connect() for name in EOWC_VIEWS}
+    for db in oracles.values():
+        db.execute("CREATE TABLE acc (k INT, v INT, ws TIMESTAMP, we TIMESTAMP)")
+    watermark = None  # seconds from EPOCH0, as the source derives it: max event time - delay
+    emitted: dict[str, list] = {name: [] for name in EOWC_VIEWS}
+    for i, batch in enumerate(rounds):
+        by_partition: dict[int, list[str]] = {}
+        for p, k, v, secs in batch:
+            ts = EPOCH0 + datetime.timedelta(seconds=secs)
+            by_partition.setdefault(p, []).append(json.dumps({"k": k, "v": v, "ts": ts.isoformat(sep=" ")}))
+            for name, (_sql, slide, size, _q) in EOWC_VIEWS.items():
+                for ws, we in _window_pairs(secs, slide, size):
+                    if watermark is None or we > watermark:  # a window that closed earlier ignores it
+                        oracles[name].execute("INSERT INTO acc VALUES (?, ?, ?, ?)", [
+                            k, v, EPOCH0 + datetime.timedelta(seconds=ws), EPOCH0 + datetime.timedelta(seconds=we)])
+        for p, values in by_partition.items():
+            kafka_broker.produce(topic, values, partition=p)
+        if batch:
+            top = max(secs for *_x, secs in batch) - delay
+            watermark = top if watermark is None else max(watermark, top)
+        conn.flush()
+        for name, (_sql, _slide, _size, query) in EOWC_VIEWS.items():
+            db = oracles[name]
+            if watermark is not None:
+                closed_before = {r[0] for r in emitted[name]}
+                wm_ts = EPOCH0 + datetime.timedelta(seconds=watermark)
+                rows = db.sql(f"SELECT * FROM ({query}) WHERE "
+                              f"{'ws' if name == 'tumble_close' else 'we'} IS NOT NULL").fetchall()
+                closing = [r for r in rows if (r[0] + datetime.timedelta(seconds=10) if name == "tumble_close"
+                                               else r[0]) <= wm_ts and r[0] not in closed_before]
+                emitted[name].extend(closing)
+            assert_same(conn.execute(f"SELECT * FROM {name}").fetchall(), emitted[name], f"{name} after round {i}")
+    conn.close()
+
+
+def test_a_closed_window_is_emitted_once_and_leaves_no_state(kafka_broker, conn):
+    topic = f"d-{uuid.uuid4().hex[:10]}"
+    kafka_broker.create_topic(topic, partitions=1)
+    conn.execute(f"CREATE SOURCE ev (k INT, v INT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '2' SECOND) "
+                 f"WITH (connector = 'kafka', topic = '{topic}', properties.bootstrap.server = "
+                 f"'{kafka_broker.bootstrap}') FORMAT PLAIN ENCODE JSON")
+    conn.execute("CREATE MATERIALIZED VIEW w AS SELECT window_start, count(*) AS n, sum(v) AS sv "
+                 "FROM TUMBLE(ev, ts, INTERVAL '10' SECOND) GROUP BY window_start EMIT ON WINDOW CLOSE")
+
+    def send(*events):
+        kafka_broker.produce(topic, [json.dumps({"k": 1, "v": v, "ts": f"2024-03-01 12:00:{s:02d}"})
+                                     for v, s in events], partition=0)
+        conn.flush()
+        return sorted((r[0].second, r[1], r[2]) for r in conn.execute("SELECT * FROM w").fetchall())
+
+    assert send((1, 1), (2, 5)) == []  # watermark 12:00:03
+    assert send((4, 11)) == []  # watermark 12:00:09: [00, 10) still open
+    assert send((8, 12), (16, 7)) == [(0, 3, 19)]  # watermark 12:00:10 closes it; :07 came in time
+    assert send((32, 3), (64, 35)) == [(0, 3, 19), (10, 2, 12)]  # :03 is late, ignored; [20, 30) had no rows
+    conn.compact()
+    state = {s["name"]: s for s in conn.status()}["w"]
+    # the two emitted rows, the one row of the open window [30, 40), and that window: the five rows of
+    # the closed windows are gone from the buffer
+    assert state["state_rows"] == 2 + 1 + 1

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 from ..errors import OperationalError
 
-_CONSUMERS: dict[tuple[str, str], object] = {}
+_CONSUMERS: dict[str, object] = {}  # one consumer per cluster, assigned the partitions of each read
+_MAX_CONSUMERS = 8
 _LOCK = threading.Lock()
 
 
@@ -27,7 +28,7 @@ class PartitionRecords:
 def _consumer(bootstrap: str, topic: str, fresh: bool = False):
     from kafka import KafkaConsumer
 
-    key = (bootstrap, topic)
+    key = bootstrap
     with _LOCK:
         c = None if fresh else _CONSUMERS.get(key)
         if c is None:
@@ -40,6 +41,8 @@ def _consumer(bootstrap: str, topic: str, fresh: bool = False):
             except Exception as e:
                 raise OperationalError(f"Kafka at {bootstrap!r} (topic {topic!r}) is unreachable: {e}") from None
             if not fresh:
+                while len(_CONSUMERS) >= _MAX_CONSUMERS:  # clusters long gone (tests) or rarely used
+                    _CONSUMERS.pop(next(iter(_CONSUMERS))).close()
                 _CONSUMERS[key] = c
         return c
 
