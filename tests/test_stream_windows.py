@@ -216,3 +216,58 @@ def test_a_closed_window_is_emitted_once_and_leaves_no_state(kafka_broker, conn)
     # the two emitted rows, the one row of the open window [30, 40), and that window: the five rows of
     # the closed windows are gone from the buffer
     assert state["state_rows"] == 2 + 1 + 1
+
+
+@st.composite
+def lookup_workloads(draw):
+    """Rounds of stream events and, before each barrier, changes to the dimension."""
+    rounds = []
+    for _ in range(draw(st.integers(1, 4))):
+        events = draw(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 4), st.integers(-5, 20)), max_size=10))
+        changes = draw(st.lists(st.tuples(st.integers(0, 4), st.one_of(st.none(), st.sampled_from("abcde"))),
+                                max_size=3))
+        rounds.append((events, changes))
+    return rounds
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
+@given(lookup_workloads())
+def test_temporal_join_sees_the_dimension_as_of_each_epoch_and_never_retracts(
+        kafka_broker, tmp_path_factory, rounds):
+    topic = f"l-{uuid.uuid4().hex[:10]}"
+    kafka_broker.create_topic(topic, partitions=3)
+    conn = dagster_rw.connect(str(tmp_path_factory.mktemp("wh")))
+    conn.execute(f"CREATE SOURCE ev (k INT, v INT) WITH (connector = 'kafka', topic = '{topic}', "
+                 f"properties.bootstrap.server = '{kafka_broker.bootstrap}') FORMAT PLAIN ENCODE JSON")
+    conn.execute("CREATE TABLE dim (k INT PRIMARY KEY, name VARCHAR)")
+    conn.execute("CREATE MATERIALIZED VIEW inner_lookup AS SELECT ev.k, ev.v, dim.name FROM ev "
+                 "JOIN dim FOR SYSTEM_TIME AS OF PROCTIME() ON ev.k = dim.k WHERE ev.v >= 0")
+    conn.execute("CREATE MATERIALIZED VIEW left_lookup_agg AS SELECT d.name, count(*) AS n, sum(e.v) AS sv FROM ev e "
+                 "LEFT JOIN dim FOR SYSTEM_TIME AS OF PROCTIME() AS d ON e.k = d.k GROUP BY d.name")
+    oracle = duckdb.connect()
+    oracle.execute("CREATE TABLE joined (k INT, v INT, name VARCHAR, matched BOOLEAN)")
+    dim: dict[int, str] = {}
+    for i, (events, changes) in enumerate(rounds):
+        for k, name in changes:
+            if name is None:
+                conn.execute(f"DELETE FROM dim WHERE k = {k}")
+                dim.pop(k, None)
+            else:
+                conn.execute(f"DELETE FROM dim WHERE k = {k}")
+                conn.execute(f"INSERT INTO dim VALUES ({k}, '{name}')")
+                dim[k] = name
+        by_partition: dict[int, list[str]] = {}
+        for p, k, v in events:
+            by_partition.setdefault(p, []).append(json.dumps({"k": k, "v": v}))
+            # the dimension as of this epoch (its DML is sealed by the same barrier)
+            oracle.execute("INSERT INTO joined VALUES (?, ?, ?, ?)", [k, v, dim.get(k), k in dim])
+        for p, values in by_partition.items():
+            kafka_broker.produce(topic, values, partition=p)
+        conn.flush()
+        assert_same(conn.execute("SELECT * FROM inner_lookup").fetchall(),
+                    oracle.sql("SELECT k, v, name FROM joined WHERE matched AND v >= 0").fetchall(),
+                    f"inner_lookup after round {i}")
+        assert_same(conn.execute("SELECT * FROM left_lookup_agg").fetchall(),
+                    oracle.sql("SELECT name, count(*), sum(v) FROM joined GROUP BY name").fetchall(),
+                    f"left_lookup_agg after round {i}")
+    conn.close()

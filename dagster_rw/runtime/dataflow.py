@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ..operators.aggregate import AggregateOp
 from ..operators.join import InnerJoinOp
+from ..operators.lookup_join import LookupJoinOp
 from ..operators.map import MapOp
 from ..operators.outer_join import OuterJoinOp
 from ..operators.over_window import OverWindowOp
@@ -10,7 +11,7 @@ from ..operators.scan import ScanOp
 from ..operators.top_n import TopNOp
 from ..operators.union import UnionAllOp
 from ..operators.window_close_aggregate import WindowCloseAggregateOp
-from ..sql.plan import Aggregate, Join, Map, Node, OverWindow, Scan, TopN, UnionAll, WindowCloseAggregate
+from ..sql.plan import Aggregate, Join, LookupJoin, Map, Node, OverWindow, Scan, TopN, UnionAll, WindowCloseAggregate
 
 
 def operator_for(node: Node, ctx):
@@ -18,6 +19,8 @@ def operator_for(node: Node, ctx):
         return ScanOp(node, ctx)
     if isinstance(node, Map):
         return MapOp(node, ctx)
+    if isinstance(node, LookupJoin):
+        return LookupJoinOp(node, ctx)
     if isinstance(node, Join):
         return InnerJoinOp(node, ctx) if node.kind == "inner" else OuterJoinOp(node, ctx)
     if isinstance(node, WindowCloseAggregate):

@@ -61,6 +61,12 @@ class StepContext:
 
         return watermark_at(self.wh.manifest(source), epoch)
 
+    def lookup_committed(self, name: str, keys, on: list[str]):
+        """Rows of object `name`'s committed state whose columns `on` (a prefix of its stream key,
+        by column name) equal those of a row of `keys`: for temporal joins."""
+        obj = self.wh.catalog().get(name)
+        return output_table(self.wh, obj, self.wh.manifest(name), self.engine).lookup(keys, on)
+
     def state_table(self, op_id: int, name: str, pk, schema) -> StateTable:
         key = f"op{op_id}.{name}"
         if key not in self.tables:

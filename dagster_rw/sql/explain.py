@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from .plan import Aggregate, Join, Map, Node, OverWindow, Scan, TopN, UnionAll, WindowCloseAggregate, cname
+from .plan import Aggregate, Join, LookupJoin, Map, Node, OverWindow, Scan, TopN, UnionAll, WindowCloseAggregate, cname
 
 
 def _named(e: exp.Expression, columns) -> str:
@@ -30,6 +30,11 @@ def _describe(node: Node) -> tuple[str, str]:
         exprs = ", ".join(_named(e, node.child.columns) for e in node.exprs)
         cond = f", where: {_named(node.where, node.child.columns)}" if node.where is not None else ""
         return f"{what} {{ exprs: [{exprs}]{cond} }}", "none"
+    if isinstance(node, LookupJoin):
+        lk = _names(node.left, node.left_keys)
+        rk = _names(node.right, node.right_keys)
+        return (f"StreamTemporalJoin {{ type: {node.kind}, on: {lk} = {rk}, dimension: {node.dimension} }}",
+                f"none (looks up {node.dimension}'s committed rows by {rk})")
     if isinstance(node, Join):
         lk = _names(node.left, node.left_keys)
         rk = _names(node.right, node.right_keys)

@@ -74,6 +74,17 @@ class Join(Node):
         return [self.left, self.right]
 
 
+@dataclass(eq=False)
+class LookupJoin(Join):
+    """A temporal join, `JOIN dim FOR SYSTEM_TIME AS OF PROCTIME()`: each row of the (append-only)
+    left stream is joined with the dimension's committed state when the row is processed; later
+    changes to the dimension never retract earlier output. `right` is the dimension's Scan, and
+    the join keys cover its primary key, so a left row meets at most one dimension row. `kind` is
+    inner or left."""
+
+    dimension: str = ""
+
+
 @dataclass
 class Agg:
     func: str  # count_star, count, sum, avg, min, max

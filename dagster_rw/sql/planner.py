@@ -19,6 +19,7 @@ from .plan import (
     Aggregate,
     Col,
     Join,
+    LookupJoin,
     Map,
     Node,
     OrderKey,
@@ -320,6 +321,9 @@ class Planner:
                 groups.append(current)
                 current = self.plan_item(j.this)
                 continue
+            if isinstance(j.this, exp.Table) and j.this.args.get("version") is not None:
+                current = self.lookup_join(current, j, side or "INNER")
+                continue
             right = self.plan_item(j.this)
             current = self.join_explicit(current, right, j, side or "INNER")
         groups.append(current)
@@ -508,6 +512,54 @@ class Planner:
         if not keys:
             raise self.refuse("a join without an equality condition (nested-loop join)", j)
         return self.make_join(lnode, rnode, kind, keys, residual, both), both
+
+    def lookup_join(self, left, j: exp.Join, side: str):
+        """JOIN dim FOR SYSTEM_TIME AS OF PROCTIME() ON ...: a lookup into the dimension's state."""
+        version = j.this.args["version"]
+        when = version.args.get("expression")
+        if str(version.args.get("kind", "")).upper() != "AS OF" or not (
+                isinstance(when, exp.Anonymous) and when.name.lower() == "proctime"):
+            raise self.refuse(f"FOR SYSTEM_TIME {version.args.get('kind', '')} "
+                              f"{when.sql(dialect='postgres') if when is not None else ''} (only AS OF PROCTIME())", j)
+        if side not in ("INNER", "LEFT"):
+            raise self.refuse(f"{side} JOIN ... FOR SYSTEM_TIME AS OF PROCTIME() (only inner and left)", j)
+        table = j.this.copy()
+        table.set("version", None)
+        rnode, rscope = self.plan_item(table)
+        if not isinstance(rnode, Scan):
+            raise self.refuse("FOR SYSTEM_TIME AS OF PROCTIME() on anything but a table or view", j)
+        dim = self.resolve_object(rnode.source)
+        lnode, _ = left
+        if not self.append_only(lnode):
+            raise self.refuse("a temporal join whose left side is not append-only (a source, or an APPEND ONLY "
+                              "table, through filters and projections)", j)
+        node, scope = self.join_explicit(left, (rnode, rscope), j, side)
+        if not isinstance(node, Join) or node.right is not rnode:
+            raise self.refuse("a temporal join condition on expressions of the dimension (use its columns)", j)
+        dim_key = set(rnode.stream_key)
+        if not dim_key or not dim_key <= set(node.right_keys):
+            pk = ", ".join(dim.pk) or "it has none"
+            raise self.refuse(f"a temporal join whose ON does not cover the primary key of {rnode.source!r} "
+                              f"({pk})", j)
+        nl = len(node.left.columns)
+        lookup = LookupJoin(columns=node.columns, stream_key=list(node.left.stream_key), left=node.left,
+                            right=node.right, kind=node.kind, left_keys=node.left_keys,
+                            right_keys=node.right_keys, residual=node.residual, dimension=rnode.source)
+        if not lookup.stream_key:
+            lookup.stream_key = list(range(nl))
+        return lookup, scope
+
+    def append_only(self, node: Node) -> bool:
+        """Whether a plan only ever inserts: scans of append-only objects through filters,
+        projections, unions and lookup joins."""
+        if isinstance(node, Scan):
+            obj = self.resolve_object(node.source)
+            return obj is not None and bool(obj.append_only)
+        if isinstance(node, LookupJoin):
+            return self.append_only(node.left)
+        if isinstance(node, (Map, UnionAll)):
+            return all(self.append_only(c) for c in node.children)
+        return False
 
     def expression_keys(self, lnode: Node, lscope: Scope, rnode: Node, rscope: Scope, conjuncts):
         """Equalities between an expression of one side and an expression of the other (not both
