@@ -319,6 +319,9 @@ class Cursor:
 
     # -- statements ----------------------------------------------------------------------------
     def _do_createtable(self, s: st.CreateTable):
+        if s.as_query is not None:
+            self.conn.wh.create_view(s.name, s.sql, s.as_query, s.if_not_exists, s.emit_on_window_close, kind=TABLE)
+            return
         self.conn.wh.create_table(s.name, s.columns, s.pk, s.sql, s.append_only, s.if_not_exists)
 
     def _do_createsource(self, s: st.CreateSource):

@@ -49,7 +49,17 @@ VIEWS = {
     "filter_project": (
         "SELECT k, v * 2 AS v2, ts FROM ev WHERE v IS NULL OR v < 50",
         "SELECT k, v * 2, ts FROM ev WHERE v IS NULL OR v < 50"),
+    # CREATE TABLE ... AS SELECT keeps inserting the stream query's rows into a table
+    "table_as_select": (
+        "SELECT ev.k, ev.v + 1 AS v1, d.name, ev.ts FROM ev JOIN dim FOR SYSTEM_TIME AS OF PROCTIME() d "
+        "ON ev.k = d.k WHERE ev.v > 10",
+        "SELECT ev.k, ev.v + 1, d.name, ev.ts FROM ev JOIN dim d ON ev.k = d.k WHERE ev.v > 10"),
 }
+
+
+def create(conn, name: str) -> None:
+    kind = "TABLE" if name.startswith("table_") else "MATERIALIZED VIEW"
+    conn.execute(f"CREATE {kind} {name} AS {VIEWS[name][0]}")
 
 DIM = [(0, "zero"), (1, "one"), (2, "two")]
 
@@ -79,7 +89,7 @@ def test_windowed_views_over_a_kafka_source_equal_duckdb(kafka_broker, tmp_path_
     names = list(VIEWS)
     early = names if not late_view else names[:2]
     for name in early:
-        conn.execute(f"CREATE MATERIALIZED VIEW {name} AS {VIEWS[name][0]}")
+        create(conn, name)
     oracle = duckdb.connect()
     oracle.execute("CREATE TABLE ev (k INT, v INT, ts TIMESTAMP)")
     oracle.execute("CREATE TABLE dim (k INT, name VARCHAR)")
@@ -103,7 +113,7 @@ def test_windowed_views_over_a_kafka_source_equal_duckdb(kafka_broker, tmp_path_
                 break
         if late_view and i == 0:
             for name in names[2:]:
-                conn.execute(f"CREATE MATERIALIZED VIEW {name} AS {VIEWS[name][0]}")
+                create(conn, name)
         for name in names:
             actual = conn.execute(f"SELECT * FROM {name}").fetchall()
             expected = oracle.sql(VIEWS[name][1]).fetchall()

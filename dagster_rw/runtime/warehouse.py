@@ -176,7 +176,10 @@ class Warehouse:
         return True
 
     def create_view(self, name: str, sql: str, query, if_not_exists: bool = False,
-                    emit_on_window_close: bool = False) -> bool:
+                    emit_on_window_close: bool = False, kind: str = MATERIALIZED_VIEW) -> bool:
+        """A materialized view; with kind TABLE, a table created AS SELECT: it keeps receiving the
+        query's rows, so the query must only ever insert (a stream, filtered, projected, joined
+        with FOR SYSTEM_TIME AS OF PROCTIME(), or aggregated per window EMIT ON WINDOW CLOSE)."""
         cat = self.catalog(reload=True)
         if name in cat.objects:
             if if_not_exists:
@@ -184,6 +187,11 @@ class Warehouse:
             raise ProgrammingError(f'relation "{name}" already exists')
         planner = Planner(cat.get, sql, name, self.engine)
         plan = planner.plan(query, emit_on_window_close)
+        if kind == TABLE and not planner.append_only(plan):
+            raise ProgrammingError(
+                f"CREATE TABLE {name} AS SELECT: the query can update or delete its rows, and a table created AS "
+                "SELECT only ever receives inserts (use CREATE MATERIALIZED VIEW, or aggregate per window with "
+                "EMIT ON WINDOW CLOSE)")
         visible = [c for c in plan.columns if not c.hidden]
         seen = set()
         for c in visible:
@@ -197,12 +205,13 @@ class Warehouse:
         for upstream in self.ancestors(planner.inputs):
             self.refresh(upstream.name)
         created = min((self.manifest(i).epoch for i in planner.inputs), default=0)
-        obj = CatalogObject(name=name, kind=MATERIALIZED_VIEW, sql=sql, columns=columns, pk=[],
-                            stream_key=stream_key, inputs=list(planner.inputs), created_epoch=created)
+        obj = CatalogObject(name=name, kind=kind, sql=sql, columns=columns, pk=[],
+                            stream_key=stream_key, inputs=list(planner.inputs), created_epoch=created,
+                            append_only=kind == TABLE, options={"as_query": True} if kind == TABLE else {})
         objects = dict(cat.objects)
         objects[name] = obj
         self._clear_leftovers(name)
-        self.commit_catalog(objects, f"CREATE MATERIALIZED VIEW {name}")
+        self.commit_catalog(objects, f"CREATE {'TABLE' if kind == TABLE else 'MATERIALIZED VIEW'} {name}")
         self._plans[(name, created)] = plan
         self.refresh(name)  # back-fill from the snapshot
         return True
@@ -255,6 +264,9 @@ class Warehouse:
         if ingest.is_connector(obj):
             raise ProgrammingError(f"cannot modify {table!r}: its rows come from its Kafka connector "
                                    "(DML on a table with a connector is not supported)")
+        if obj.options.get("as_query"):
+            raise ProgrammingError(f"cannot modify {table!r}: its rows come from its AS SELECT query "
+                                   "(DML on a table created AS SELECT is not supported)")
         n = rows.num_rows
         if n == 0:
             return 0
@@ -309,6 +321,8 @@ class Warehouse:
         obj = self.get(name)
         if ingest.is_connector(obj):
             return ingest.refresh_connector(self, obj)
+        if obj.options.get("as_query"):  # CREATE TABLE ... AS SELECT: maintained like a view
+            return step.refresh_view(self, obj, self.plan(obj))
         if obj.kind == TABLE:
             return step.refresh_table(self, obj)
         return step.refresh_view(self, obj, self.plan(obj))

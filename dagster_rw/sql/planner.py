@@ -557,6 +557,8 @@ class Planner:
             return obj is not None and bool(obj.append_only)
         if isinstance(node, LookupJoin):
             return self.append_only(node.left)
+        if isinstance(node, WindowCloseAggregate):  # emits each window once, never retracts
+            return True
         if isinstance(node, (Map, UnionAll)):
             return all(self.append_only(c) for c in node.children)
         return False

@@ -34,7 +34,8 @@ class CreateTable(Statement):
     pk: list[str] = field(default_factory=list)
     append_only: bool = False
     if_not_exists: bool = False
-    as_query: exp.Expression | None = None
+    as_query: exp.Expression | None = None  # CREATE TABLE ... AS SELECT: kept fed by the query
+    emit_on_window_close: bool = False
 
 
 @dataclass
@@ -269,11 +270,28 @@ def _parse_create_table(sql: str, words: list[str]) -> CreateTable:
         body = sql[:toks[-2].start].rstrip()
     if "WITH" in words and "CONNECTOR" in words:
         return _parse_create_source(body, is_table=True)  # append-only whether or not it says so
+    eowc = words[-4:] == ["EMIT", "ON", "WINDOW", "CLOSE"]
+    if eowc:
+        toks = _DIALECT.tokenize(sql)
+        body = sql[:toks[-4].start].rstrip()
     tree = _parse(body)
     if not isinstance(tree, exp.Create):
         raise unsupported("this form of CREATE TABLE", sql, tree)
     if tree.expression is not None:
-        raise unsupported("CREATE TABLE ... AS SELECT", sql, tree)
+        query = tree.expression
+        if not isinstance(query, (exp.Select, exp.Union, exp.Subquery)):
+            raise unsupported("CREATE TABLE ... AS with anything but a query", sql, tree)
+        target = tree.this
+        if isinstance(target, exp.Schema):
+            if any(not isinstance(i, exp.Identifier) for i in target.expressions):
+                raise unsupported("column definitions in CREATE TABLE ... AS SELECT (name the columns only)",
+                                  sql, target)
+            query = _rename_outputs(sql, query, [i.name for i in target.expressions])
+            target = target.this
+        return CreateTable(sql, name=target.name, append_only=True, if_not_exists=bool(tree.args.get("exists")),
+                           as_query=query, emit_on_window_close=eowc)
+    if eowc:
+        raise unsupported("EMIT ON WINDOW CLOSE on CREATE TABLE without AS SELECT", sql)
     schema = tree.this
     name = schema.this.name if isinstance(schema, exp.Schema) else schema.name
     columns: list[Column] = []
@@ -392,10 +410,12 @@ def _parse_insert(sql: str, tree: exp.Insert) -> Insert:
 def view_query(sql: str) -> exp.Expression:
     """The query of a stored CREATE MATERIALIZED VIEW statement."""
     st = parse(sql)
+    if isinstance(st, CreateTable) and st.as_query is not None:
+        return st.as_query
     assert isinstance(st, CreateView)
     return st.query
 
 
 def view_emits_on_window_close(sql: str) -> bool:
     st = parse(sql)
-    return isinstance(st, CreateView) and st.emit_on_window_close
+    return isinstance(st, (CreateView, CreateTable)) and st.emit_on_window_close
