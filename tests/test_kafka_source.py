@@ -219,9 +219,9 @@ def test_stream_constructs_that_cannot_be_maintained_are_refused(kafka_broker, c
                      "PROCTIME() ON s.k = d.k")
     with pytest.raises(ProgrammingError, match="update or delete its rows"):
         conn.execute("CREATE TABLE e AS SELECT k, count(*) AS n FROM s GROUP BY k")  # not EMIT ON WINDOW CLOSE
-    conn.execute("CREATE TABLE e AS SELECT k FROM s WHERE k > 0")
+    conn.execute("CREATE TABLE positive AS SELECT k FROM s WHERE k > 0")
     with pytest.raises(ProgrammingError, match="AS SELECT query"):
-        conn.execute("INSERT INTO e VALUES (1)")
+        conn.execute("INSERT INTO positive VALUES (1)")
     with pytest.raises(ProgrammingError, match="months"):
         conn.execute("CREATE MATERIALIZED VIEW e AS SELECT * FROM TUMBLE(s, ts, INTERVAL '1' MONTH)")
     with pytest.raises(ProgrammingError, match="multiple of its slide"):
