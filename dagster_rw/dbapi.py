@@ -184,6 +184,9 @@ class Connection:
     def _query_engine(self, query: exp.Expression):
         """Spark for batch reads over large objects (or when forced), in-process otherwise."""
         names = {t.name for t in query.find_all(exp.Table) if self.wh.catalog().get(t.name) is not None}
+        if any(t.name == ingest.ERRORS_RELATION for t in query.find_all(exp.Table)) or any(
+                self.wh.catalog().get(n).kind == SOURCE for n in names):
+            return None  # the error table and sources (read again from Kafka) are read in-process
         rows = sum(self.wh.manifest(n).state_rows() for n in names)
         engine = self.wh.step_engine(rows)
         return None if engine is self.engine else engine

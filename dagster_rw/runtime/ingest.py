@@ -134,15 +134,9 @@ def read_rows(wh, obj: CatalogObject, ranges: dict[int, tuple[int, int]], epoch:
     """The decoded rows (declared columns, hidden row id) of the records in `ranges`, and the bad
     records as rows of the error table."""
     spec = spec_of(obj)
-    parts = topic_of(obj).read(ranges)
+    values, ids = _read_records(wh, spec, ranges)
     declared = [c for c in obj.columns if not c.hidden]
     decoder = RecordDecoder(declared, spec.encode, spec.delimiter, wh.engine)
-    values: list[bytes | None] = []
-    row_ids = []
-    for part in parts:
-        values.extend(part.values)
-        row_ids.append((np.int64(part.partition) << PARTITION_SHIFT) + np.asarray(part.offsets, np.int64))
-    ids = np.concatenate(row_ids) if row_ids else np.zeros(0, np.int64)
     decoded = decoder.decode(values)
     rows = decoded.rows.append_column(ROW_ID, pa.array(ids[np.asarray(decoded.good, np.int64)], pa.int64()))
     errors = None
@@ -160,6 +154,32 @@ def read_rows(wh, obj: CatalogObject, ranges: dict[int, tuple[int, int]], epoch:
             "epoch": pa.array([epoch] * len(at), pa.int64()),
         }, schema=ERROR_SCHEMA)
     return rows, errors
+
+
+def uses_spark(wh, records: int) -> bool:
+    choice = wh.options["engine"]
+    return choice == "spark" or (choice == "auto" and records > wh.options["source_spark_threshold_records"])
+
+
+def _read_records(wh, spec: KafkaSourceSpec, ranges: dict[int, tuple[int, int]]):
+    """The raw values of the records in `ranges` and their hidden row ids (partition, then offset
+    order): in-process for small reads, split into offset ranges read by Spark tasks for large ones."""
+    ranges = {p: r for p, r in ranges.items() if r[1] > r[0]}
+    if ranges and uses_spark(wh, sum(e - s for s, e in ranges.values())):
+        from ..sources.splits import cut, read_on_spark
+
+        spark = wh.spark_engine().spark
+        table = read_on_spark(spark, spec.bootstrap, spec.topic, cut(ranges, wh.options["source_split_records"]))
+        parts = table.column("partition").to_numpy().astype(np.int64)
+        ids = (parts << PARTITION_SHIFT) + table.column("offset").to_numpy()
+        return table.column("value").to_pylist(), ids
+    parts = KafkaTopic(spec.bootstrap, spec.topic).read(ranges)
+    values: list[bytes | None] = []
+    row_ids = []
+    for part in parts:
+        values.extend(part.values)
+        row_ids.append((np.int64(part.partition) << PARTITION_SHIFT) + np.asarray(part.offsets, np.int64))
+    return values, (np.concatenate(row_ids) if row_ids else np.zeros(0, np.int64))
 
 
 def errors_table(wh, obj: CatalogObject, m: Manifest, engine=None) -> StateTable:

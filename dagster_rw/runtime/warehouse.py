@@ -25,6 +25,8 @@ DEFAULT_OPTIONS = {
     "gc_grace_seconds": 30.0,  # how long files dropped from a manifest stay readable by other readers
     "engine": "auto",  # 'duckdb' (in-process), 'spark', or 'auto': by the size of the step's input
     "spark_threshold_rows": 2_000_000,  # with 'auto', steps reading more change rows than this go to Spark
+    "source_spark_threshold_records": 500_000,  # with 'auto', source steps reading more records use Spark tasks
+    "source_split_records": 100_000,  # records per Spark task (split) of a source step
 }
 
 ROW_ID = "_row_id"
@@ -67,6 +69,10 @@ class Warehouse:
         choice = self.options["engine"]
         if choice == "duckdb" or (choice == "auto" and input_rows <= self.options["spark_threshold_rows"]):
             return self.engine
+        return self.spark_engine()
+
+    def spark_engine(self):
+        """The connection's Spark engine, started when first needed."""
         if callable(self._spark_engine):
             self._spark_engine = self._spark_engine()
         if self._spark_engine is None:
