@@ -88,3 +88,35 @@ def test_steps_and_queries_run_over_spark_connect(tmp_path, connect_url):
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["engines"] == ["spark"]
     assert result["rows"] == [["one", 1, 10], ["two", 1, 5]]
+
+
+KAFKA_CLIENT = textwrap.dedent('''
+    import json, sys, warnings
+    warnings.filterwarnings("ignore")
+    sys.path.insert(0, {root!r})
+    import dagster_rw
+
+    conn = dagster_rw.connect({warehouse!r}, spark={url!r}, engine="spark", source_split_records=5)
+    conn.execute("CREATE TABLE k (id INT, v INT) WITH (connector = 'kafka', topic = {topic!r}, "
+                 "properties.bootstrap.server = {bootstrap!r}) FORMAT PLAIN ENCODE JSON")
+    conn.execute("FLUSH")
+    print(json.dumps(sorted(conn.execute("SELECT id, v FROM k").fetchall())))
+''')
+
+
+def test_kafka_splits_are_read_by_spark_connect_tasks(tmp_path, connect_url, kafka_broker):
+    import json
+    import uuid
+
+    topic = f"sc-{uuid.uuid4().hex[:10]}"
+    kafka_broker.create_topic(topic, partitions=2)
+    for p in range(2):
+        kafka_broker.produce(topic, [json.dumps({"id": p * 100 + i, "v": i}) for i in range(12)], partition=p)
+    script = tmp_path / "kafka_client.py"
+    script.write_text(KAFKA_CLIENT.format(root=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                          warehouse=str(tmp_path / "wh"), url=connect_url, topic=topic,
+                                          bootstrap=kafka_broker.bootstrap))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = json.loads(out.stdout.strip().splitlines()[-1])
+    assert rows == sorted([[p * 100 + i, i] for p in range(2) for i in range(12)])
