@@ -242,3 +242,15 @@ def test_dml_into_a_table_with_a_connector_is_refused(kafka_broker, conn):
         conn.execute("INSERT INTO t VALUES (1)")
     with pytest.raises(ProgrammingError, match="APPEND ONLY"):
         conn.execute("DELETE FROM t")
+
+
+def test_a_source_dropped_and_created_again_starts_from_its_own_start(kafka_broker, conn):
+    topic = new_topic(kafka_broker, partitions=1)
+    ddl = f"CREATE TABLE again (i INT) {with_clause(kafka_broker, topic)} FORMAT PLAIN ENCODE JSON"
+    conn.execute(ddl)
+    produce_json(kafka_broker, topic, {0: [{"i": 1}, {"i": 2}]})
+    conn.flush()
+    conn.execute("DROP TABLE again")
+    conn.execute(ddl)  # earliest again: the epochs of the first table do not carry over
+    conn.flush()
+    assert sorted(conn.execute("SELECT i FROM again").fetchall()) == [(1,), (2,)]

@@ -61,9 +61,11 @@ def committed_offsets(m: Manifest) -> dict[int, int]:
     return _ints(m.positions.get("offsets", {}))
 
 
-def recorded_offsets(store, name: str, upto: int) -> dict[int, int] | None:
-    """The end offsets the newest epoch record <= upto took for source `name` (None: none did)."""
-    for n in sorted((n for n in epochs.epoch_numbers(store) if n <= upto), reverse=True):
+def recorded_offsets(store, obj: CatalogObject, upto: int) -> dict[int, int] | None:
+    """The end offsets the newest epoch record <= upto took for source `obj` (None: none did).
+    Records from before its creation belong to an earlier object of the same name."""
+    name = obj.name
+    for n in sorted((n for n in epochs.epoch_numbers(store) if obj.created_epoch < n <= upto), reverse=True):
         try:
             record = epochs.load_epoch(store, n)
         except FileNotFoundError:
@@ -76,7 +78,7 @@ def recorded_offsets(store, name: str, upto: int) -> dict[int, int] | None:
 
 def _previous(wh, obj: CatalogObject, newest: int) -> dict[int, int]:
     prev = dict(committed_offsets(wh.manifest(obj.name)))
-    for p, o in (recorded_offsets(wh.store, obj.name, newest) or {}).items():
+    for p, o in (recorded_offsets(wh.store, obj, newest) or {}).items():
         prev[p] = max(prev.get(p, 0), o)
     return prev
 
@@ -196,7 +198,7 @@ def refresh_connector(wh, obj: CatalogObject) -> int:
         return committed
     t0 = time.perf_counter()
     start = committed_offsets(m)
-    recorded = recorded_offsets(wh.store, obj.name, target) or {}
+    recorded = recorded_offsets(wh.store, obj, target) or {}
     ends = {p: max(recorded.get(p, 0), start.get(p, 0)) for p in set(recorded) | set(start)}
     ranges = {p: (start.get(p, 0), ends[p]) for p in ends if ends[p] > start.get(p, 0)}
     rows, errors = read_rows(wh, obj, ranges, target)
