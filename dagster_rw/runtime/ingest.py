@@ -47,9 +47,12 @@ def spec_of(obj: CatalogObject) -> KafkaSourceSpec:
     return KafkaSourceSpec.from_options(obj.options)
 
 
-def topic_of(obj: CatalogObject) -> KafkaTopic:
+def topic_of(obj: CatalogObject, timeout: float = 10.0) -> KafkaTopic:
     spec = spec_of(obj)
-    return KafkaTopic(spec.bootstrap, spec.topic)
+    return KafkaTopic(spec.bootstrap, spec.topic, timeout)
+
+
+PROBE_TIMEOUT = 5.0  # for status and pending_inputs, which must answer even when Kafka does not
 
 
 def _ints(d: dict) -> dict[int, int]:
@@ -122,7 +125,7 @@ def pending(wh) -> dict[str, int]:
         if not is_connector(obj):
             continue
         try:
-            hw = topic_of(obj).end_offsets()
+            hw = topic_of(obj, PROBE_TIMEOUT).end_offsets()
         except OperationalError:
             continue
         prev = _previous(wh, obj, newest)
@@ -280,7 +283,7 @@ def status_fields(wh, obj: CatalogObject, m: Manifest) -> dict:
         "source_errors": sum(f.rows for f in m.state.get(ERRORS, [])),
     }
     try:
-        hw = topic_of(obj).end_offsets()
+        hw = topic_of(obj, PROBE_TIMEOUT).end_offsets()
         out["source_high_watermarks"] = {str(p): o for p, o in sorted(hw.items())}
         out["consumer_lag"] = sum(max(0, o - reached.get(p, 0)) for p, o in hw.items())
     except OperationalError:

@@ -95,6 +95,23 @@ class RecordDecoder:
             return f"the record holds {t.num_rows} rows, not one"
         return None
 
+    def _bisect(self, values, idx: list[int]):
+        """Parse the records at `idx` as one batch; if that fails, each half, and so on down to the
+        single bad records: a few bad records among many cost a few extra passes, not one parse per
+        record. Returns the parsed (positions, table) chunks in order, and (position, cause) of the bad."""
+        try:
+            table = self._parse([values[i] for i in idx])
+            if table.num_rows == len(idx):
+                return [(idx, table)], []
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            pass
+        if len(idx) == 1:
+            return [], [(idx[0], self._parse_one(values[idx[0]]) or "the record could not be read")]
+        mid = len(idx) // 2
+        left, lbad = self._bisect(values, idx[:mid])
+        right, rbad = self._bisect(values, idx[mid:])
+        return left + right, lbad + rbad
+
     def decode(self, values: list[bytes | None]) -> Decoded:
         errors: list[tuple[int, str]] = []
         idx = []
@@ -107,22 +124,10 @@ class RecordDecoder:
                 idx.append(i)
         wire = None
         if idx:
-            try:
-                wire = self._parse([values[i] for i in idx])
-                if wire.num_rows != len(idx):
-                    wire = None
-            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-                wire = None
-            if wire is None:  # find the malformed records, then parse the others in one go
-                ok = []
-                for i in idx:
-                    cause = self._parse_one(values[i])
-                    if cause is None:
-                        ok.append(i)
-                    else:
-                        errors.append((i, cause))
-                idx = ok
-                wire = self._parse([values[i] for i in idx]) if idx else None
+            parsed, bad = self._bisect(values, idx)
+            errors.extend(bad)
+            idx = [i for chunk, _ in parsed for i in chunk]
+            wire = pa.concat_tables([t for _, t in parsed]) if parsed else None
         if wire is None or wire.num_rows == 0:
             errors.sort()
             return Decoded(self.target.empty_table(), [], errors)

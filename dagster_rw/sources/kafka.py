@@ -25,7 +25,7 @@ class PartitionRecords:
     values: list[bytes | None]
 
 
-def _consumer(bootstrap: str, topic: str, fresh: bool = False):
+def _consumer(bootstrap: str, topic: str, fresh: bool = False, timeout: float = 20.0):
     from kafka import KafkaConsumer
 
     key = bootstrap
@@ -37,7 +37,7 @@ def _consumer(bootstrap: str, topic: str, fresh: bool = False):
                                   client_id="dagster-rw", max_poll_records=200_000, fetch_max_bytes=64 << 20,
                                   max_partition_fetch_bytes=16 << 20, fetch_max_wait_ms=100,
                                   request_timeout_ms=15_000, auto_offset_reset="earliest",
-                                  check_crcs=False)
+                                  check_crcs=False, bootstrap_timeout_ms=int(timeout * 1000))
             except Exception as e:
                 raise OperationalError(f"Kafka at {bootstrap!r} (topic {topic!r}) is unreachable: {e}") from None
             if not fresh:
@@ -50,7 +50,7 @@ def _consumer(bootstrap: str, topic: str, fresh: bool = False):
 class KafkaTopic:
     """One topic on one cluster. Methods raise OperationalError naming the topic when Kafka fails."""
 
-    def __init__(self, bootstrap: str, topic: str, timeout: float = 20.0):
+    def __init__(self, bootstrap: str, topic: str, timeout: float = 10.0):
         self.bootstrap = bootstrap
         self.topic = topic
         self.timeout = timeout
@@ -59,7 +59,7 @@ class KafkaTopic:
         return OperationalError(f"Kafka topic {self.topic!r} at {self.bootstrap!r}: {what}: {cause}")
 
     def partitions(self) -> list[int]:
-        c = _consumer(self.bootstrap, self.topic)
+        c = _consumer(self.bootstrap, self.topic, timeout=self.timeout)
         deadline = time.monotonic() + self.timeout
         while True:
             try:
@@ -75,7 +75,7 @@ class KafkaTopic:
     def start_offsets(self) -> dict[int, int]:
         from kafka import TopicPartition
 
-        c = _consumer(self.bootstrap, self.topic)
+        c = _consumer(self.bootstrap, self.topic, timeout=self.timeout)
         parts = [TopicPartition(self.topic, p) for p in self.partitions()]
         try:
             return {tp.partition: int(o) for tp, o in c.beginning_offsets(parts).items()}
@@ -91,7 +91,7 @@ class KafkaTopic:
         """
         from kafka import TopicPartition
 
-        c = _consumer(self.bootstrap, self.topic)
+        c = _consumer(self.bootstrap, self.topic, timeout=self.timeout)
         parts = [TopicPartition(self.topic, p) for p in self.partitions()]
         try:
             listed = {tp: int(o) for tp, o in c.end_offsets(parts).items()}
@@ -132,7 +132,7 @@ class KafkaTopic:
         out = {p: PartitionRecords(p, [], []) for p in sorted(ranges)}
         if not ranges:
             return list(out.values())
-        c = _consumer(self.bootstrap, self.topic)
+        c = _consumer(self.bootstrap, self.topic, timeout=self.timeout)
         tps = {p: TopicPartition(self.topic, p) for p in ranges}
         with _LOCK:
             try:

@@ -1,0 +1,80 @@
+"""Record decoding: every record is either a row or an error with its cause, never lost, whatever
+mix of good and bad records a batch holds (hypothesis), for JSON and CSV."""
+from __future__ import annotations
+
+import datetime
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dagster_rw.sources.decode import RecordDecoder
+from dagster_rw.storage.catalog import Column
+
+COLUMNS = [Column("a", "integer"), Column("s", "varchar"), Column("ts", "timestamp"), Column("x", "double precision")]
+BASE = datetime.datetime(2024, 1, 1)
+
+# (json value, expected decoded value or BAD)
+BAD = object()
+ints = st.one_of(st.integers(-2**31, 2**31 - 1).map(lambda i: (i, i)),
+                 st.sampled_from([(2**31, BAD), (-2**31 - 1, BAD), ("7", BAD), (1.5, BAD), (True, BAD)]))
+texts = st.one_of(st.text(max_size=8).map(lambda t: (t, t)), st.sampled_from([(5, BAD), ({"q": 1}, BAD)]))
+times = st.one_of(st.integers(0, 10**6).map(lambda s: ((BASE + datetime.timedelta(seconds=s)).isoformat(sep=" "),
+                                                        BASE + datetime.timedelta(seconds=s))),
+                  st.sampled_from([("not a time", BAD), (12, BAD)]))
+floats = st.one_of(st.floats(-1e6, 1e6, allow_nan=False).map(lambda f: (f, f)), st.integers(-5, 5).map(lambda i: (i, float(i))))
+field = {"a": ints, "s": texts, "ts": times, "x": floats}
+
+
+@st.composite
+def records(draw):
+    if draw(st.integers(0, 9)) == 0:
+        raw = draw(st.sampled_from([b"{broken", b"[1, 2]", b"", b"   ", None, b'{"a": 1}{"a": 2}', b"\xff"]))
+        return raw, BAD
+    obj, expected = {}, {}
+    for name, strategy in field.items():
+        if draw(st.booleans()):
+            value, want = draw(strategy)
+            obj[name] = value
+            expected[name] = want
+        elif draw(st.booleans()):
+            obj[name] = None
+            expected[name] = None
+        else:
+            expected[name] = None
+    if any(v is BAD for v in expected.values()):
+        expected = BAD
+    text = json.dumps(obj, indent=draw(st.sampled_from([None, 2])))  # pretty-printed records span lines
+    return text.encode(), expected
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(records(), max_size=40))
+def test_every_json_record_is_a_row_or_an_error(batch):
+    decoded = RecordDecoder(COLUMNS, "json").decode([raw for raw, _ in batch])
+    bad = {i for i, _ in decoded.errors}
+    assert sorted(decoded.good + sorted(bad)) == list(range(len(batch)))
+    assert not bad & set(decoded.good)
+    assert sorted(bad) == [i for i, (_, want) in enumerate(batch) if want is BAD]
+    rows = decoded.rows.to_pylist()
+    for i, row in zip(decoded.good, rows):
+        want = batch[i][1]
+        assert row == {k: want[k] for k in row}, (batch[i][0], row)
+    assert all(cause for _, cause in decoded.errors)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.integers(-2**31, 2**31 - 1).map(str), st.just("x"), st.just("")),
+                          st.text(alphabet="ab;\" ", max_size=5), st.booleans()), max_size=30))
+def test_every_csv_line_is_a_row_or_an_error(lines):
+    raw, expected = [], []
+    for a, s, short in lines:
+        quoted = '"' + s.replace('"', '""') + '"'
+        raw.append(f"{a};{quoted}".encode() if not short else f"{a}".encode())
+        good = not short and a != "x"  # an empty field is NULL; a one-field line is short
+        expected.append((int(a) if a not in ("", "x") else None, s) if good else BAD)
+    cols = [Column("a", "integer"), Column("s", "varchar")]
+    decoded = RecordDecoder(cols, "csv", delimiter=";").decode(raw)
+    assert sorted(decoded.good + [i for i, _ in decoded.errors]) == list(range(len(raw)))
+    assert [i for i, _ in decoded.errors] == [i for i, e in enumerate(expected) if e is BAD]
+    assert [tuple(r.values()) for r in decoded.rows.to_pylist()] == [expected[i] for i in decoded.good]
