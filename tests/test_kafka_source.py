@@ -18,7 +18,7 @@ import warnings
 import pytest
 
 import dagster_rw
-from dagster_rw.errors import ProgrammingError
+from dagster_rw.errors import OperationalError, ProgrammingError
 
 warnings.filterwarnings("ignore")
 
@@ -254,3 +254,14 @@ def test_a_source_dropped_and_created_again_starts_from_its_own_start(kafka_brok
     conn.execute(ddl)  # earliest again: the epochs of the first table do not carry over
     conn.flush()
     assert sorted(conn.execute("SELECT i FROM again").fetchall()) == [(1,), (2,)]
+
+
+def test_a_source_starting_at_the_beginning_can_be_defined_while_kafka_is_down(kafka_broker, conn):
+    topic = new_topic(kafka_broker, partitions=2)
+    produce_json(kafka_broker, topic, {0: [{"i": 1}], 1: [{"i": 2}]})
+    down = f"WITH (connector = 'kafka', topic = '{topic}', properties.bootstrap.server = '127.0.0.1:1')"
+    conn.execute(f"CREATE SOURCE offline (i INT) {down} FORMAT PLAIN ENCODE JSON")
+    assert conn.pending_inputs() == {}  # nothing can be known of it yet, and nothing blocks
+    # 'latest' needs Kafka at CREATE: it means the end of each partition at that moment
+    with pytest.raises(OperationalError, match="127.0.0.1:1"):
+        conn.execute(f"CREATE SOURCE later (i INT) {down[:-1]}, scan.startup.mode = 'latest') FORMAT PLAIN ENCODE JSON")

@@ -10,7 +10,7 @@ import uuid
 import pyarrow as pa
 
 from ..engine.duck import DuckEngine
-from ..errors import IntegrityError, ProgrammingError
+from ..errors import IntegrityError, OperationalError, ProgrammingError
 from ..sql.planner import Planner
 from ..storage import catalog as catalogs
 from ..storage import manifest as manifests
@@ -165,8 +165,15 @@ class Warehouse:
                 return False
             raise ProgrammingError(f'relation "{s.name}" already exists')
         spec = kafka_spec(s.name, s.sql, s.options, s.format, s.encode, s.encode_options, s.columns, s.watermark)
-        topic = ingest.KafkaTopic(spec.bootstrap, spec.topic)
-        start = topic.start_offsets() if spec.startup_mode == "earliest" else topic.end_offsets()
+        if spec.startup_mode == "earliest":
+            # Kafka need not be up to define a source that starts at the beginning (a project read
+            # offline, say): unknown partitions are then read from their first offset
+            try:
+                start = ingest.KafkaTopic(spec.bootstrap, spec.topic, ingest.PROBE_TIMEOUT).start_offsets()
+            except OperationalError:
+                start = {}
+        else:  # 'latest' means the end at CREATE, which only Kafka can tell
+            start = ingest.KafkaTopic(spec.bootstrap, spec.topic, ingest.PROBE_TIMEOUT).end_offsets()
         offsets = {str(p): o for p, o in sorted(start.items())}
         created = epochs.newest_epoch(self.store)
         obj = CatalogObject(name=s.name, kind=TABLE if s.is_table else SOURCE, sql=s.sql,
