@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute  # noqa: F401  (pa.compute)
+import pyarrow.compute as pc
 
 from ..errors import OperationalError
 from ..operators.base import W
@@ -233,7 +233,7 @@ def _advance_watermark(spec: KafkaSourceSpec, positions: dict, rows: pa.Table, t
     if rows.num_rows:
         ts = rows.column(spec.watermark_column)
         if ts.null_count < rows.num_rows:
-            top = pa.compute.max(ts.cast(pa.timestamp("us", tz=ts.type.tz)).cast(pa.int64())).as_py()
+            top = pc.max(ts.cast(pa.timestamp("us", tz=ts.type.tz)).cast(pa.int64())).as_py()
             wm = top - spec.watermark_delay_us if wm is None else max(wm, top - spec.watermark_delay_us)
     history = [h for h in positions.get("watermarks", []) if h[0] < target]
     if wm is not None:
