@@ -31,10 +31,14 @@ def connect(warehouse: str | None = None, spark=None, **options) -> Connection:
     """Open a warehouse: a local folder (default `./.dagster_rw`), `file://...` or `s3://bucket/prefix`.
 
     `spark` is None (an embedded local session, started when first needed), a SparkSession, or a
-    Spark Connect URL `sc://host:port`. Options: `s3_endpoint_url`, `engine` ('auto', 'duckdb' or
-    'spark'), `compact_max_files`, `gc_grace_seconds`.
+    Spark Connect URL `sc://host:port` (or a function returning a session, called when first needed).
+    Options: `s3_endpoint_url`, `aws_access_key_id`, `aws_secret_access_key`, `aws_region`, `engine`
+    ('auto', 'duckdb' or 'spark'), `compact_max_files`, `gc_grace_seconds`.
     """
-    store = open_store(warehouse, options.pop("s3_endpoint_url", None))
+    store = open_store(warehouse, options.pop("s3_endpoint_url", None),
+                       aws_access_key_id=options.pop("aws_access_key_id", None),
+                       aws_secret_access_key=options.pop("aws_secret_access_key", None),
+                       region_name=options.pop("aws_region", None))
     return Connection(store, spark, options)
 
 
