@@ -15,6 +15,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sqlglot import errors as sqlglot_errors
 from sqlglot import exp
 from sqlglot.lineage import lineage as sqlglot_lineage
 
@@ -217,13 +218,13 @@ def column_lineage(statement: st.Statement, obj: RwObject, known: dict[str, RwOb
     for col in obj.columns:
         try:
             root = sqlglot_lineage(col.name, query, schema=schema, dialect=st.DIALECT)
-        except Exception:  # sqlglot cannot trace every expression (e.g. window frames): leave it out
-            continue
+        except (sqlglot_errors.SqlglotError, KeyError, ValueError):
+            continue  # sqlglot cannot trace every expression (e.g. some window frames): leave it out
         deps: list[tuple[str, str]] = []
         for node in root.walk():
             if isinstance(node.expression, exp.Table) and not node.downstream:
                 source = node.expression.name
-                column = node.name.split(".")[-1]
+                column = node.name.split(".")[-1].strip('"')
                 if source in known and (source, column) not in deps:
                     deps.append((source, column))
         out[col.name] = deps

@@ -271,6 +271,21 @@ class Warehouse:
         """
         return epochs.unsealed_counts(self.store)
 
+    def sealed_unapplied(self, upto: int | None = None) -> dict[str, int]:
+        """Inputs holding data sealed in epochs up to `upto` (default: the newest) that they have not
+        applied yet, and how much (staged DML batches per table)."""
+        upto = epochs.newest_epoch(self.store) if upto is None else upto
+        out = {}
+        for obj in self.catalog().topological():
+            if obj.kind != TABLE:
+                continue
+            m = self.manifest(obj.name)
+            committed = m.epoch if m.exists else obj.created_epoch
+            n = len(epochs.batches_for(self.store, obj.name, committed, upto)) if committed < upto else 0
+            if n:
+                out[obj.name] = n
+        return out
+
     def refresh(self, name: str) -> int:
         obj = self.get(name)
         if obj.kind == TABLE:
