@@ -25,6 +25,7 @@ from dagster_rw.dagster import (
     build_barrier_sensor,
     build_maintenance_job,
     build_rw_assets,
+    deploy,
     rw_assets,
 )
 from dagster_rw.sql import statements as st
@@ -324,3 +325,26 @@ def test_component_builds_the_same_definitions(tmp_path):
     assert {k.path[-1] for k in graph.get_all_asset_keys()} == set(RwProject(SHOP).objects)
     assert defs.resolve_sensor_def("shop_barrier_sensor") is not None
     assert defs.resolve_schedule_def("shop_maintenance_schedule") is not None
+
+
+@pytest.mark.spark
+def test_run_on_spark_uses_one_session(spark, shop, shop_assets, tmp_path):
+    """A run whose steps go to Spark (forced here; by size in production) gives the same views."""
+    warehouse = str(tmp_path / "wh")
+    resource = RwResource(warehouse=warehouse, engine="spark")
+    workload = Workload(shop, 11)
+    subset = dg.AssetSelection.assets("orders", "items", "order_lines")
+    with dg.instance_for_test() as instance, dagster_rw.connect(warehouse, engine="duckdb") as feeder:
+        deploy(feeder, shop)
+        assert dg.materialize(shop_assets, selection=subset, resources={"rw": resource}, instance=instance).success
+        workload.apply(feeder, 25)
+        feeder.barrier()
+        run = dg.materialize(shop_assets, selection=subset, resources={"rw": resource}, instance=instance)
+        assert run.success
+        mats = _materializations(run)
+        assert set(mats) == {"orders", "items", "order_lines"}
+        assert {md["dagster_rw/engine"] for md in mats.values()} == {"spark"}
+        assert all(ev.passed for ev in run.get_asset_check_evaluations()
+                   if not ev.check_name.startswith("expect_"))
+        got = feeder.execute("SELECT * FROM order_lines").fetchall()
+        assert_same(got, workload.oracle.rows("SELECT * FROM order_lines"), "order_lines")

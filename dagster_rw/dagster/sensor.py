@@ -91,14 +91,14 @@ def build_barrier_sensor(assets: dg.AssetsDefinition | list[dg.AssetsDefinition]
                     context.log.info(f"created in the warehouse: {', '.join(created)}")
             last = json.loads(context.cursor)["epoch"] if context.cursor else 0
             newest = epochs.newest_epoch(conn.wh.store)
-            if newest > last:
-                epoch = newest  # sealed by someone (or a tick that died) but never requested
-            else:
-                pending = conn.pending_inputs()
-                if not pending:
-                    return dg.SkipReason(f"nothing new since epoch {newest}")
+            pending = conn.pending_inputs()
+            if pending:
                 epoch = conn.barrier()
                 context.log.info(f"barrier {epoch} sealed {pending}")
+            elif newest > last:
+                epoch = newest  # sealed by someone else (or by a tick that died) but never requested
+            else:
+                return dg.SkipReason(f"nothing new since epoch {newest}")
             names = [n for n in advancing_objects(conn, project, epoch) if n in keys]
             cursor = json.dumps({"epoch": epoch})
             if not names:
