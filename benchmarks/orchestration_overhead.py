@@ -116,5 +116,75 @@ def main(rounds: int = 5) -> None:
           f"before its step starts, {gx - bare:.2f} s when the project has GX expectations")
 
 
+def through_daemon(rounds: int = 3) -> None:
+    """The same kind of change through `dagster dev` as deployed: the daemon ticks the sensor (every
+    second here), the queued-run coordinator launches a run worker process, the worker runs the step."""
+    import shutil
+    import socket
+
+    from dagster import DagsterInstance
+    from dagster._core.instance.ref import InstanceRef
+
+    tmp = Path(tempfile.mkdtemp(prefix="rw-bench-daemon-"))
+    (tmp / "home").mkdir()
+    env = {**os.environ, "DAGSTER_HOME": str(tmp / "home"), "DAGSTER_RW_WAREHOUSE": str(tmp / "wh"),
+           "DAGSTER_RW_SENSOR_RUNNING": "1", "DAGSTER_RW_SENSOR_INTERVAL": "1"}
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    log = open(tmp / "dagster.log", "w")  # noqa: SIM115 - lives as long as the server
+    server = subprocess.Popen([str(Path(sys.executable).with_name("dagster")), "dev", "-w", "workspace.yaml",
+                               "-h", "127.0.0.1", "-p", str(port)], cwd=ROOT, env=env, stdout=log,
+                              stderr=subprocess.STDOUT)
+    figures = {"insert_to_run_requested": [], "launch_and_worker_start": [], "worker_setup": [],
+               "refresh": [], "checks_and_rest": [], "insert_to_views_committed": []}
+    try:
+        instance = DagsterInstance.from_ref(InstanceRef.from_dir(str(tmp / "home")))
+        with dagster_rw.connect(str(tmp / "wh")) as feeder:
+            deadline = time.time() + 120
+            while time.time() < deadline and len(feeder.status()) < 9:  # the first tick creates the objects
+                time.sleep(0.5)
+            seen = set()
+            for r in range(rounds + 1):
+                t_insert = time.time()
+                feeder.execute(f"INSERT INTO items VALUES ({r}, 'item{r}', {r + 1}.50)")
+                feeder.execute(f"INSERT INTO orders VALUES ({100 + r}, {r}, 'c{r}', 2, now())")
+                run = None
+                while time.time() < t_insert + 120:
+                    done = [x for x in instance.get_run_records() if x.dagster_run.run_id not in seen
+                            and x.dagster_run.is_finished]
+                    if done:
+                        run = done[0]
+                        break
+                    time.sleep(0.2)
+                assert run is not None and run.dagster_run.is_success, "no successful run within 120 s"
+                seen.add(run.dagster_run.run_id)
+                step_start = event_time(instance, run.dagster_run.run_id, "STEP_START")
+                refresh = sum(float(e.dagster_event.event_specific_data.materialization.metadata[
+                    "dagster_rw/step_seconds"].value) for e in instance.all_logs(run.dagster_run.run_id)
+                    if e.dagster_event is not None and e.dagster_event.event_type_value == "ASSET_MATERIALIZATION")
+                if r == 0:
+                    continue
+                figures["insert_to_run_requested"].append(run.create_timestamp.timestamp() - t_insert)
+                figures["launch_and_worker_start"].append(run.start_time - run.create_timestamp.timestamp())
+                figures["worker_setup"].append(step_start - run.start_time)
+                figures["refresh"].append(refresh)
+                figures["checks_and_rest"].append(run.end_time - step_start - refresh)
+                figures["insert_to_views_committed"].append(run.end_time - t_insert)
+    finally:
+        server.terminate()
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"through dagster dev (daemon, sensor every 1 s, a run worker process per run), {rounds} rounds, "
+          "median seconds:")
+    for k, v in figures.items():
+        print(f"  {k:26s} {statistics.median(v):7.3f}   (min {min(v):.3f}, max {max(v):.3f})")
+
+
 if __name__ == "__main__":
     main(int(sys.argv[1]) if len(sys.argv) > 1 else 5)
+    through_daemon(int(sys.argv[2]) if len(sys.argv) > 2 else 3)
