@@ -33,7 +33,12 @@ warnings.filterwarnings("ignore")
 import dagster as dg
 
 import dagster_rw
-from dagster_rw.dagster import RwProject, RwResource, build_barrier_sensor, build_rw_assets
+from dagster_rw.dagster import (
+    RwProject,
+    RwResource,
+    build_barrier_sensor,
+    build_rw_assets,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
