@@ -18,6 +18,7 @@ from .project import RwObject
 
 KEY_CHECK = "key_unique_not_null"
 BATCH_CHECK = "matches_batch_query"
+SINK_CHECK = "sink_not_stuck"
 
 
 def expectation_check_name(obj: RwObject, index: int) -> str:
@@ -32,6 +33,10 @@ def expectation_check_name(obj: RwObject, index: int) -> str:
 
 def check_specs_for(obj: RwObject, asset_key: dg.AssetKey) -> list[dg.AssetCheckSpec]:
     specs = []
+    if obj.kind == "sink":
+        return [dg.AssetCheckSpec(SINK_CHECK, asset=asset_key,
+                                  description="the sink has not been failing to deliver for longer than the "
+                                              "resource's sink_stuck_after_seconds")]
     key = obj.primary_key or obj.stream_key
     if key:
         specs.append(dg.AssetCheckSpec(KEY_CHECK, asset=asset_key,
@@ -62,6 +67,14 @@ def evaluate(resource, conn, obj: RwObject, check_key: dg.AssetCheckKey) -> dg.A
             asset_key=check_key.asset_key, check_name=name, passed=r["passed"],
             metadata={"key": r["key"], "rows": r["rows"] or 0, "duplicate_keys": r["duplicate_keys"],
                       "null_keys": r["null_keys"], "duplicate_sample": dg.MetadataValue.json(r["duplicate_sample"])})
+    if name == SINK_CHECK:
+        row = next(r for r in conn.status() if r["name"] == obj.name)
+        stuck = float(row.get("stuck_seconds") or 0.0)
+        limit = float(resource.sink_stuck_after_seconds)
+        return dg.AssetCheckResult(
+            asset_key=check_key.asset_key, check_name=name, passed=stuck <= limit,
+            metadata={"stuck_seconds": stuck, "limit_seconds": limit, "retries": int(row.get("retries") or 0),
+                      "last_error": str(row.get("last_error") or "")})
     if name == BATCH_CHECK:
         r = verify.batch_check(conn, obj.name, resource.check_full_max_rows, resource.check_sample_keys)
         metadata = {k: v for k, v in r.items() if k not in ("passed", "difference_sample")}

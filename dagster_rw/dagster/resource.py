@@ -15,6 +15,7 @@ import dagster as dg
 from pydantic import Field, PrivateAttr
 
 from .. import dbapi
+from ..errors import Error
 from ..runtime import epochs
 from .project import RwProject
 
@@ -44,6 +45,9 @@ class RwResource(dg.ConfigurableResource):
                                      description="The batch-equality check compares whole views up to this size, "
                                                  "and a sample of keys above it.")
     check_sample_keys: int = 1_000
+    sink_stuck_after_seconds: float = Field(default=600.0,
+                                            description="The sink_not_stuck check fails once a sink has failed "
+                                                        "to deliver for longer than this.")
 
     _conn: dbapi.Connection | None = PrivateAttr(default=None)
     _spark_started: float | None = PrivateAttr(default=None)
@@ -110,6 +114,28 @@ class RwResource(dg.ConfigurableResource):
         return merged
 
 
+_BASE_STATUS = {"name", "kind", "epoch", "lag_epochs", "state_rows", "state_bytes", "sst_files", "engine",
+                "epochs_processed", "rows_in", "rows_inserted", "rows_deleted", "step_seconds", "row_count"}
+
+
+def status_metadata(conn, name: str, already: dict) -> dict:
+    """What `status()` says about the object beyond the common figures (a source's end offsets and
+    consumer lag, a sink's position, backlog, last error and retries), as `dagster_rw/...` metadata."""
+    row = next((r for r in conn.status() if r["name"] == name), {})
+    out = {}
+    for k, v in row.items():
+        key = f"dagster_rw/{k}"
+        if k in _BASE_STATUS or key in already or v is None:
+            continue
+        if isinstance(v, bool) or isinstance(v, str):
+            out[key] = str(v) if isinstance(v, bool) else v
+        elif isinstance(v, (int, float)):
+            out[key] = v
+        elif isinstance(v, (dict, list)):
+            out[key] = dg.MetadataValue.json(v)
+    return out
+
+
 def project_from_context(context) -> RwProject:
     for spec in context.assets_def.specs:
         path = spec.metadata.get(PROJECT_DIR_KEY)
@@ -152,7 +178,16 @@ class RwRefresh:
             before = conn.wh.manifest(name)
             before_epoch = before.epoch if before.exists else None
             t0 = time.perf_counter()
-            epoch = conn.refresh(name)
+            try:
+                epoch = conn.refresh(name)
+            except Error:
+                if self.project.get(name).kind == "sink":
+                    # a sink that cannot deliver: report how long it has been stuck, then fail the
+                    # step so the retry policy applies (views are in other runs: they go on)
+                    for check_key in checks.check_keys_for(self.context.assets_def, key_of[name]):
+                        if check_key in selected_checks:
+                            yield checks.evaluate(self.resource, conn, self.project.get(name), check_key)
+                raise
             seconds = time.perf_counter() - t0
             after = conn.wh.manifest(name)
             newest = epochs.newest_epoch(conn.wh.store)
@@ -174,6 +209,7 @@ class RwRefresh:
                 "dagster_rw/engine": str(stats.get("engine", "none (already at the newest epoch)")),
                 "dagster/row_count": int(row_count),
             }
+            metadata.update(status_metadata(conn, name, metadata))
             asset_key = key_of[name]
             yield dg.MaterializeResult(asset_key=asset_key, metadata=metadata)
             for check_key in checks.check_keys_for(self.context.assets_def, asset_key):
