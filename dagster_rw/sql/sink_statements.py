@@ -116,10 +116,14 @@ def parse_create_sink(sql: str) -> CreateSink:
             depth -= 1
         elif tt == TokenType.WITH and depth == 0 and tokens[j + 1].token_type == TokenType.L_PAREN:
             with_at = j
-    if with_at is None:
+    if with_at is None and into is None:
         raise ProgrammingError(f"CREATE SINK {name}: a WITH (connector = ...) clause is needed")
-    close = _closing(tokens, with_at + 1)
-    options, secrets = _options(sql, tokens, with_at + 2, close, name)
+    if with_at is None:  # INTO a table needs no options
+        with_at = close = len(tokens)
+        options, secrets = {}, []
+    else:
+        close = _closing(tokens, with_at + 1)
+        options, secrets = _options(sql, tokens, with_at + 2, close, name)
     fmt = enc = None
     rest = words[close + 1:]
     if rest:
@@ -143,7 +147,7 @@ def parse_create_sink(sql: str) -> CreateSink:
                                    "(use AS SELECT ... for a query)")
         source = _name(tokens[i + 1])
     elif i < len(words) and words[i] == "AS":
-        query_sql = sql[tokens[i].end + 1:tokens[with_at].start].strip()
+        query_sql = sql[tokens[i].end + 1:tokens[with_at].start if with_at < len(tokens) else len(sql)].strip()
         query = _parse(query_sql)
         if not isinstance(query, (exp.Select, exp.Union, exp.Except, exp.Intersect, exp.Subquery)):
             raise ProgrammingError(f"CREATE SINK {name}: AS must be followed by a query")
