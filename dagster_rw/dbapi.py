@@ -77,6 +77,7 @@ class Connection:
 
     def close(self) -> None:
         self.closed = True
+        self.wh.close_sink_targets()
 
     def __enter__(self):
         return self

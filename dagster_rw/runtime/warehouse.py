@@ -189,6 +189,13 @@ class Warehouse:
 
         return create_sink(self, statement)
 
+    def close_sink_targets(self) -> None:
+        """Close the connections sinks keep open to their targets between refreshes."""
+        from ..sinks.delivery import forget_target
+
+        for name in list(self.sink_targets):
+            forget_target(self, name)
+
     def drop_sink(self, name: str, if_exists: bool) -> bool:
         from ..sinks.definition import drop_sink
 
