@@ -15,6 +15,7 @@ class KafkaTarget(Target):
         self.topic = o["topic"]
         self.bootstrap = o["properties.bootstrap.server"]
         self.max_bytes = int(o.get("properties.message.max.bytes", 1_048_576))
+        self.bootstrap_timeout_ms = int(o.get("properties.bootstrap.timeout.ms", 10_000))
         self.description = f"kafka topic {self.topic!r} at {self.bootstrap}"
         self.producer = None
 
@@ -26,7 +27,8 @@ class KafkaTarget(Target):
             try:
                 self.producer = KafkaProducer(bootstrap_servers=self.bootstrap, acks="all", linger_ms=20,
                                               batch_size=256 * 1024, max_request_size=self.max_bytes,
-                                              retries=0, request_timeout_ms=15000, max_block_ms=15000)
+                                              retries=0, request_timeout_ms=15000, max_block_ms=15000,
+                                              bootstrap_timeout_ms=self.bootstrap_timeout_ms)
             except KafkaError as e:
                 raise TargetError(f"cannot connect: {e}") from None
         return self.producer

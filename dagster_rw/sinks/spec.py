@@ -17,7 +17,8 @@ COMMON = {"connector", "type", "primary_key", "force_append_only", "snapshot", "
 CONNECTOR_OPTIONS = {
     "postgres": {"host", "port", "user", "password", "database", "schema", "table", "auto_create",
                  "connect_timeout"},
-    "kafka": {"topic", "properties.bootstrap.server", "properties.message.max.bytes"},
+    "kafka": {"topic", "properties.bootstrap.server", "properties.message.max.bytes",
+              "properties.bootstrap.timeout.ms"},
     "file": {"path", "encode", "s3.endpoint"},
     INTO_TABLE: set(),
 }
@@ -59,8 +60,8 @@ class SinkSpec:
         out = dict(self.options)
         if self.format:
             out["format"] = self.format
-        if self.encode and "encode" not in out:
-            out["encode"] = self.encode
+        if self.format and self.encode:
+            out["format.encode"] = self.encode
         if self.into:
             out["into"] = self.into
         return out
@@ -95,6 +96,7 @@ def build_spec(name: str, options: dict[str, str], fmt: str | None = None, enc: 
     """Read and check a sink's options (those that do not depend on its input)."""
     options = dict(options)
     fmt = fmt or options.pop("format", None)
+    enc = enc or options.pop("format.encode", None)
     into = into or options.pop("into", None)
     if into is not None:
         if "connector" in options:
