@@ -12,7 +12,7 @@ from .runtime.warehouse import ROW_ID, Warehouse
 from .sql import explain as explainer
 from .sql import statements as st
 from .sql.semantics import typed_query
-from .storage.catalog import MATERIALIZED_VIEW, SINK, TABLE
+from .storage.catalog import MATERIALIZED_VIEW, TABLE
 from .storage.object_store import open_store
 
 apilevel = "2.0"
@@ -340,6 +340,8 @@ class Cursor:
             raise ProgrammingError(f'unrecognized configuration parameter "{s.name}"')
 
     def _do_show(self, s: st.Show):
+        from .storage.catalog import SINK
+
         wh = self.conn.wh
         kinds = {"TABLES": TABLE, "MATERIALIZED VIEWS": MATERIALIZED_VIEW, "SINKS": SINK}
         if s.what.startswith("CREATE SINK "):  # the definition, with secrets redacted

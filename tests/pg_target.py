@@ -16,7 +16,8 @@ DATABASE = os.environ.get("DAGSTER_RW_TEST_PG_DATABASE", "test")
 def connect(**overrides):
     import psycopg
 
-    params = dict(host=HOST, port=PORT, user=USER, dbname=DATABASE, autocommit=True, connect_timeout=5)
+    params = {"host": HOST, "port": PORT, "user": USER, "dbname": DATABASE, "autocommit": True,
+              "connect_timeout": 5}
     params.update(overrides)
     return psycopg.connect(**params)
 
@@ -25,9 +26,11 @@ class PgSchema:
     """A fresh schema for one test, with helpers to read what a sink wrote."""
 
     def __init__(self):
+        import psycopg
+
         try:
             self.admin = connect()
-        except Exception as e:
+        except psycopg.OperationalError as e:
             pytest.skip(f"no PostgreSQL server at {HOST}:{PORT} ({str(e).splitlines()[0]})")
         self.name = f"rw_sink_{uuid.uuid4().hex[:10]}"
         self.admin.execute(f'CREATE SCHEMA "{self.name}"')
@@ -49,8 +52,8 @@ class PgSchema:
         self.admin.close()
 
 
-@pytest.fixture
-def pg():
+def pg_schema():
+    """The body of a test module's `pg` fixture: a PgSchema, dropped after the test."""
     schema = PgSchema()
     try:
         yield schema

@@ -9,12 +9,18 @@ import sys
 import time
 
 import pytest
-from pg_target import pg  # noqa: F401  (fixture)
+from pg_target import pg_schema
 
 import dagster_rw
 from dagster_rw.errors import OperationalError
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture
+def pg():
+    """A scratch schema in the real PostgreSQL, dropped afterwards."""
+    yield from pg_schema()
 
 
 def test_sink_survives_target_refusing_writes_for_several_epochs_then_catches_up(warehouse, pg):
@@ -112,7 +118,7 @@ def test_process_killed_during_delivery_redelivers_without_skipping(warehouse, p
 
     pg.execute(f'DROP TRIGGER slow ON "{pg.name}".raw')
     child = _deliver_in_subprocess(warehouse)  # a new process resumes from the committed position
-    out, err = child.communicate(timeout=120)
+    _, err = child.communicate(timeout=120)
     assert child.returncode == 0, err
     got = pg.rows("raw")
     assert sorted(set(got)) == events  # every row delivered: nothing skipped

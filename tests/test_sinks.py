@@ -8,13 +8,19 @@ import random
 
 import pyarrow.parquet as pq
 import pytest
-from pg_target import pg  # noqa: F401  (fixture)
+from pg_target import pg_schema
 
 import dagster_rw
 from dagster_rw.errors import IntegrityError, OperationalError, ProgrammingError
 from dagster_rw.sinks.retry import RetryPolicy
 
 FAST_RETRY = "retry.max_attempts = '3', retry.initial_backoff_ms = '1', retry.max_backoff_ms = '5'"
+
+
+@pytest.fixture
+def pg():
+    """A scratch schema in the real PostgreSQL, dropped afterwards."""
+    yield from pg_schema()
 
 
 @pytest.fixture
@@ -138,7 +144,8 @@ def test_sink_starts_from_the_snapshot_unless_told_not_to(conn, out):
     conn.execute("FLUSH")
 
     def ids(folder):
-        return sorted(json.loads(line)["id"] for f in sorted(os.listdir(folder)) for line in open(folder / f))
+        return sorted(json.loads(line)["id"] for f in sorted(os.listdir(folder))
+                      for line in (folder / f).read_text().splitlines())
     assert ids(out / "a") == [101, 102, 103]
     assert ids(out / "b") == [103]
 
@@ -247,7 +254,7 @@ def test_file_sink_writes_one_file_per_batch_named_by_epochs(conn, out, encode):
         got = [tuple(r.values()) for n in names for r in pq.read_table(out / n).to_pylist()]
         got = [(i, k, float(a) if a is not None else None, str(t) if t else None) for i, k, a, t in got]
     else:
-        got = [tuple(json.loads(line).values()) for n in names for line in open(out / n)]
+        got = [tuple(json.loads(line).values()) for n in names for line in (out / n).read_text().splitlines()]
         got = [(i, k, float(a) if a is not None else None, t.replace("T", " ") if t else None) for i, k, a, t in got]
     want = [(i, k, float(a) if a is not None else None, str(t) if t else None)
             for i, k, a, t in conn.execute("SELECT * FROM events").fetchall()]
@@ -262,7 +269,7 @@ def test_force_append_only_drops_deletes_and_writes_updates_as_inserts(conn, out
     conn.execute("UPDATE orders SET qty = 9 WHERE id = 101")
     conn.execute("DELETE FROM orders WHERE id = 102")
     conn.execute("FLUSH")
-    rows = [json.loads(line) for f in os.listdir(out) for line in open(out / f)]
+    rows = [json.loads(line) for f in os.listdir(out) for line in (out / f).read_text().splitlines()]
     assert rows == [{"id": 101, "item_id": 1, "qty": 9}]
 
 
@@ -320,5 +327,5 @@ def test_a_new_connection_resumes_delivery_where_the_last_one_committed(warehous
     with dagster_rw.connect(warehouse) as c2:
         c2.execute("INSERT INTO orders VALUES (103, 3, 3)")
         c2.execute("FLUSH")
-    lines = [json.loads(line) for f in sorted(os.listdir(out)) for line in open(out / f)]
+    lines = [json.loads(line) for f in sorted(os.listdir(out)) for line in (out / f).read_text().splitlines()]
     assert [r["id"] for r in lines] == [101, 102, 103]  # each change once: no re-delivery, no gap

@@ -14,7 +14,7 @@ from ..errors import IntegrityError, ProgrammingError
 from ..sql.planner import Planner
 from ..storage import catalog as catalogs
 from ..storage import manifest as manifests
-from ..storage.catalog import MATERIALIZED_VIEW, SINK, TABLE, Catalog, CatalogObject, Column
+from ..storage.catalog import MATERIALIZED_VIEW, TABLE, Catalog, CatalogObject, Column
 from ..storage.manifest import Manifest
 from ..storage.object_store import ObjectStore
 from ..storage.state_table import write_sorted
@@ -209,11 +209,11 @@ class Warehouse:
                 return False
             raise ProgrammingError(f'{"table" if kind == TABLE else "materialized view"} "{name}" does not exist')
         if obj.kind != kind:
-            what, verb = {TABLE: ("a table", "TABLE"), SINK: ("a sink", "SINK")}.get(
+            what, verb = {TABLE: ("a table", "TABLE"), catalogs.SINK: ("a sink", "SINK")}.get(
                 obj.kind, ("a materialized view", "MATERIALIZED VIEW"))
             raise ProgrammingError(f'"{name}" is {what}; use DROP {verb}')
         users = [c.name for c in cat.consumers(name)]
-        users += [o.name for o in cat.objects.values() if o.kind == SINK and o.options.get("into") == name]
+        users += [o.name for o in cat.objects.values() if o.kind == catalogs.SINK and o.options.get("into") == name]
         if users:
             raise IntegrityError(f'cannot drop {name!r}: other objects depend on it ({", ".join(users)})')
         objects = {k: v for k, v in cat.objects.items() if k != name}
@@ -298,7 +298,7 @@ class Warehouse:
 
     def refresh(self, name: str) -> int:
         obj = self.get(name)
-        if obj.kind == SINK:  # deliver what its input committed; raises once retries are exhausted
+        if obj.kind == catalogs.SINK:  # deliver what its input committed; raises once retries are exhausted
             from ..sinks.delivery import deliver
 
             return deliver(self, obj)
@@ -309,13 +309,13 @@ class Warehouse:
     def refresh_all(self) -> int:
         newest = epochs.newest_epoch(self.store)
         for obj in self.catalog().topological():
-            if obj.kind != SINK:
+            if obj.kind != catalogs.SINK:
                 self.refresh(obj.name)
         self.collect_garbage()
         if self.options["flush_delivers_sinks"]:  # after every view committed: views never wait for sinks
             from ..sinks.delivery import deliver_best_effort
 
-            for obj in [o for o in self.catalog().topological() if o.kind == SINK]:
+            for obj in [o for o in self.catalog().topological() if o.kind == catalogs.SINK]:
                 deliver_best_effort(self, obj)
         return newest
 
@@ -365,7 +365,7 @@ class Warehouse:
         for obj in self.catalog().topological():
             m = self.manifest(obj.name)
             epoch = m.epoch if m.exists else obj.created_epoch
-            if obj.kind == SINK:  # the epoch a sink shows is the one it delivered
+            if obj.kind == catalogs.SINK:  # the epoch a sink shows is the one it delivered
                 from ..sinks.delivery import delivered_epoch, status_fields
 
                 epoch = delivered_epoch(m)

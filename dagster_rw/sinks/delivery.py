@@ -7,6 +7,7 @@ commit re-delivers that batch on the next refresh: at-least-once, never a gap.
 """
 from __future__ import annotations
 
+import contextlib
 import time
 
 from ..errors import Error, IntegrityError, OperationalError
@@ -102,10 +103,8 @@ def _target(wh, spec: SinkSpec, obj) -> Target:
 def forget_target(wh, name: str) -> None:
     cached = wh.sink_targets.pop(name, None)
     if cached is not None:
-        try:
+        with contextlib.suppress(Exception):  # closing a broken connection may fail too; it is dropped anyway
             cached[1].close()
-        except Exception:  # closing a broken connection may fail too; it is dropped either way
-            pass
 
 
 def _write(wh, spec: SinkSpec, obj, changes: Changes, attempts: int, policy: RetryPolicy, health, sleep) -> None:

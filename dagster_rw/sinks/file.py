@@ -11,7 +11,9 @@ import io
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from botocore.exceptions import BotoCoreError, ClientError
 
+from ..errors import OperationalError
 from ..storage.object_store import open_store
 from . import json_rows
 from .key_conversion import OP, UPSERT_OP
@@ -30,7 +32,7 @@ class FileTarget(Target):
         if self.store is None:
             try:
                 self.store = open_store(self.path, self.spec.options.get("s3.endpoint"))
-            except Exception as e:  # boto3's or the file system's: the target is unusable
+            except (OSError, ValueError, BotoCoreError, ClientError) as e:  # the target is unusable
                 raise TargetError(f"cannot open {self.path}: {e}") from None
         return self.store
 
@@ -51,6 +53,6 @@ class FileTarget(Target):
             data = b"".join(json_rows.encode(r) + b"\n" for r in table.to_pylist())
         try:
             self._store().write_bytes(self.file_name(changes), data)
-        except Exception as e:  # the store raises the file system's or boto3's errors
+        except (OSError, BotoCoreError, ClientError, OperationalError) as e:
             self.store = None
             raise TargetError(f"cannot write {self.file_name(changes)}: {str(e).splitlines()[0]}") from None

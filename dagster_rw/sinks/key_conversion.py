@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from ..engine.duck import quote
 from ..errors import IntegrityError
 from ..operators.base import W, col_list
 
@@ -54,4 +53,4 @@ def append_changes(engine, log: pa.Table, columns: list[str], force: bool, what:
         f"FROM rw_log rw_l, range(rw_l.{W}) WHERE rw_l.{W} > 0 ORDER BY rw_l.{FILE}", rw_log=log)
 
 
-__all__ = ["OP", "FILE", "UPSERT_OP", "DELETE_OP", "upsert_changes", "append_changes", "quote"]
+__all__ = ["DELETE_OP", "FILE", "OP", "UPSERT_OP", "append_changes", "upsert_changes"]

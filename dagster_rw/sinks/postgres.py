@@ -29,9 +29,9 @@ class PostgresTarget(Target):
         self.schema_name = o.get("schema", "public")
         self.table_name = o["table"]
         self.auto_create = (o.get("auto_create") or "false").lower() in ("true", "t", "1", "on", "yes")
-        self.params = dict(host=o.get("host", "127.0.0.1"), port=int(o.get("port", 5432)),
-                           user=o.get("user", "postgres"), dbname=o.get("database", "postgres"),
-                           connect_timeout=int(o.get("connect_timeout", 10)), application_name="dagster-rw sink")
+        self.params = {"host": o.get("host", "127.0.0.1"), "port": int(o.get("port", 5432)),
+                       "user": o.get("user", "postgres"), "dbname": o.get("database", "postgres"),
+                       "connect_timeout": int(o.get("connect_timeout", 10)), "application_name": "dagster-rw sink"}
         if o.get("password"):
             self.params["password"] = o["password"]
         self.description = (f'postgres table "{self.schema_name}"."{self.table_name}" at {self.params["user"]}@'
@@ -74,12 +74,11 @@ class PostgresTarget(Target):
 
         conn = self._connect()
         try:
-            with conn.transaction():
-                with conn.cursor() as cur:
-                    if self.auto_create and not self.created:
-                        self._create_table(cur, changes)
-                    self._stage(cur, changes)
-                    self._apply(cur, changes)
+            with conn.transaction(), conn.cursor() as cur:
+                if self.auto_create and not self.created:
+                    self._create_table(cur, changes)
+                self._stage(cur, changes)
+                self._apply(cur, changes)
             self.created = True
         except psycopg.errors.IntegrityError as e:
             raise TargetError(self._refused_row(changes, e), integrity=True) from None
@@ -147,22 +146,21 @@ class PostgresTarget(Target):
         key = changes.key or changes.columns
         try:
             conn = self._connect()
-            with conn.transaction(force_rollback=True):
-                with conn.cursor() as cur:
-                    self._stage(cur, changes)
-                    if changes.upsert:
-                        self._delete(cur, changes)
-                    # invariant: rows [lo, hi) hold a refused row, given rows [0, lo) applied
-                    lo, hi = 0, changes.table.num_rows
-                    while hi - lo > 1:
-                        mid = (lo + hi) // 2
-                        try:
-                            with conn.transaction():  # a savepoint; kept when it succeeds
-                                self._insert(cur, changes, (lo, mid))
-                        except psycopg.errors.IntegrityError:
-                            hi = mid
-                            continue
-                        lo = mid
+            with conn.transaction(force_rollback=True), conn.cursor() as cur:
+                self._stage(cur, changes)
+                if changes.upsert:
+                    self._delete(cur, changes)
+                # invariant: rows [lo, hi) hold a refused row, given rows [0, lo) applied
+                lo, hi = 0, changes.table.num_rows
+                while hi - lo > 1:
+                    mid = (lo + hi) // 2
+                    try:
+                        with conn.transaction():  # a savepoint; kept when it succeeds
+                            self._insert(cur, changes, (lo, mid))
+                    except psycopg.errors.IntegrityError:
+                        hi = mid
+                        continue
+                    lo = mid
             row = changes.table.slice(lo, 1).to_pylist()[0]
         except (psycopg.Error, IndexError):
             self.close()
