@@ -171,20 +171,35 @@ def test_unreachable_target_fails_neither_flush_nor_views_and_refresh_names_sink
     assert "Zq9-secret" not in everything and "***" in everything
 
 
-def test_password_never_shown_even_when_the_server_rejects_it(conn, pg):
+def test_password_never_shown_in_errors_status_or_show(conn, pg):
     role = f"{pg.name}_pw"
-    pg.execute(f'CREATE ROLE "{role}" LOGIN PASSWORD \'right-Pw7\'')
+    pg.execute(f'CREATE ROLE "{role}" LOGIN PASSWORD \'right-Pw7\'')  # no rights on the schema
     try:
         shop(conn)
         conn.execute(f"CREATE SINK s FROM order_items WITH ({pg.options('oi', type='upsert', primary_key='id', user=role)}, "
                      "password = 'wrong-Pw7', retry.max_attempts = '1')")
         with pytest.raises(OperationalError) as e:
             conn.refresh("s")
-        shown = [str(e.value), repr(e.value), repr(conn.status()), repr(conn.execute("SHOW CREATE SINK s").fetchall())]
-        for cur_text in shown:
-            assert "wrong-Pw7" not in cur_text
+        assert "permission denied" in str(e.value)
+        shown = [str(e.value), repr(e.value), repr(conn.status()), repr(conn.execute("SHOW CREATE SINK s").fetchall()),
+                 repr(conn.wh.get("s").sql)]
+        for text in shown:
+            assert "wrong-Pw7" not in text
     finally:
         pg.execute(f'DROP ROLE IF EXISTS "{role}"')
+
+
+def test_password_from_the_environment_stays_out_of_sql_catalog_and_status(conn, pg, monkeypatch):
+    shop(conn)
+    conn.execute(f"CREATE SINK s FROM order_items WITH ({pg.options('oi', type='upsert', primary_key='id', auto_create='true')}, "
+                 "password = 'env:RW_TEST_SINK_PASSWORD', retry.max_attempts = '1')")
+    with pytest.raises(OperationalError, match="RW_TEST_SINK_PASSWORD .* is not set"):
+        conn.refresh("s")
+    monkeypatch.setenv("RW_TEST_SINK_PASSWORD", "from-env-Pw9")
+    conn.refresh("s")
+    assert sorted(pg.rows("oi")) == view_rows(conn)
+    catalog_files = [conn.wh.store.read_bytes(k).decode() for k in conn.wh.store.list("catalog/")]
+    assert not any("from-env-Pw9" in text for text in catalog_files + [repr(conn.status())])
 
 
 def test_constraint_violation_names_the_sink_the_target_and_the_rows_key(conn, pg):

@@ -32,8 +32,7 @@ class PostgresTarget(Target):
         self.params = {"host": o.get("host", "127.0.0.1"), "port": int(o.get("port", 5432)),
                        "user": o.get("user", "postgres"), "dbname": o.get("database", "postgres"),
                        "connect_timeout": int(o.get("connect_timeout", 10)), "application_name": "dagster-rw sink"}
-        if o.get("password"):
-            self.params["password"] = o["password"]
+        self.password_option = o.get("password")
         self.description = (f'postgres table "{self.schema_name}"."{self.table_name}" at {self.params["user"]}@'
                             f'{self.params["host"]}:{self.params["port"]}/{self.params["dbname"]}')
         self.conn = None
@@ -44,8 +43,11 @@ class PostgresTarget(Target):
         import psycopg
 
         if self.conn is None or self.conn.closed:
+            params = dict(self.params)
+            if self.password_option:
+                params["password"] = self.spec.secret("password")
             try:
-                self.conn = psycopg.connect(**self.params)
+                self.conn = psycopg.connect(**params)
             except psycopg.Error as e:
                 raise TargetError(f"cannot connect: {_first_line(e)}") from None
         return self.conn

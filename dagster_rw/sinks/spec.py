@@ -2,15 +2,18 @@
 checked once at CREATE SINK so that a bad option fails there, naming the sink and the option."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from ..errors import ProgrammingError
 from ..sql.sink_statements import REDACTED, is_secret
 from .retry import RetryPolicy
+from .target import TargetError
 
 UPSERT = "upsert"
 APPEND_ONLY = "append-only"
 INTO_TABLE = "table"  # the connector of CREATE SINK ... INTO table
+ENV_PREFIX = "env:"  # a secret option `password = 'env:PGPASSWORD'` is read from the environment
 
 COMMON = {"connector", "type", "primary_key", "force_append_only", "snapshot", "max_batch_rows",
           "retry.max_attempts", "retry.initial_backoff_ms", "retry.max_backoff_ms"}
@@ -46,8 +49,22 @@ class SinkSpec:
     def upsert(self) -> bool:
         return self.type == UPSERT
 
+    def secret(self, key: str) -> str | None:
+        """A secret option's value; `env:NAME` reads the environment variable NAME of the delivering
+        process, so that the secret is in neither the SQL nor the catalog."""
+        value = self.options.get(key)
+        if value and value.startswith(ENV_PREFIX):
+            variable = value[len(ENV_PREFIX):]
+            if variable not in os.environ:
+                raise TargetError(f"the environment variable {variable} (option {key}) is not set")
+            return os.environ[variable]
+        return value
+
     def secrets(self) -> list[str]:
-        return [v for k, v in self.options.items() if is_secret(k) and v]
+        values = [v for k, v in self.options.items() if is_secret(k) and v]
+        values += [os.environ[v[len(ENV_PREFIX):]] for v in values
+                   if v.startswith(ENV_PREFIX) and os.environ.get(v[len(ENV_PREFIX):])]
+        return sorted(values, key=len, reverse=True)  # the longest first, in case one contains another
 
     def redact(self, text: str) -> str:
         """`text` with every secret of this sink cut out (for errors, status and logs)."""
