@@ -58,6 +58,7 @@ def test_sink_survives_target_refusing_writes_for_several_epochs_then_catches_up
             row = next(r for r in conn.status() if r["name"] == "out")
             assert row["delivered_epoch"] == delivered and row["backlog_epochs"] == 4
             assert row["retries"] == 4 and "permission denied" in row["last_error"] and row["failing_since"]
+            assert row["stuck_seconds"] > 0
             with pytest.raises(OperationalError, match="sink 'out' could not deliver .* permission denied"):
                 conn.refresh("out")
             assert sorted(pg.rows("totals")) != sorted(conn.execute("SELECT * FROM totals").fetchall())
@@ -67,6 +68,7 @@ def test_sink_survives_target_refusing_writes_for_several_epochs_then_catches_up
             assert sorted(pg.rows("totals")) == sorted(conn.execute("SELECT * FROM totals").fetchall())
             row = next(r for r in conn.status() if r["name"] == "out")
             assert row["retries"] == 0 and row["failing_since"] is None and row["backlog_epochs"] == 0
+            assert row["stuck_seconds"] == 0
             assert "permission denied" in row["last_error"]  # kept for the record
     finally:
         pg.execute(f'DROP OWNED BY "{role}"')

@@ -46,16 +46,16 @@ def create_sink(wh, s) -> bool:
         append_only = is_append_only(plan, cat.get, wh.plan)
         upstream = sorted({n.source for n in plan.walk() if hasattr(n, "source") and n.source})
     else:
-        source = cat.get(s.source)
+        source = cat.get(s.from_name)
         if source is None:
-            raise ProgrammingError(f"sink {s.name!r}: relation {s.source!r} does not exist")
+            raise ProgrammingError(f"sink {s.name!r}: relation {s.from_name!r} does not exist")
         if source.kind == SINK:
-            raise ProgrammingError(f"sink {s.name!r}: {s.source!r} is a sink; a sink reads a table or a view")
-        input_name = s.source
+            raise ProgrammingError(f"sink {s.name!r}: {s.from_name!r} is a sink; a sink reads a table or a view")
+        input_name = s.from_name
         columns = [c.name for c in source.visible_columns]
-        append_only = source_is_append_only(s.source, cat.get, wh.plan)
-        upstream = [s.source]
-    check_against_input(spec, columns, s.source or "its query", append_only, into_obj)
+        append_only = source_is_append_only(s.from_name, cat.get, wh.plan)
+        upstream = [s.from_name]
+    check_against_input(spec, columns, s.from_name or "its query", append_only, into_obj)
     if into_obj is not None and into_obj.name in {o.name for o in wh.ancestors(upstream)}:
         raise ProgrammingError(f"sink {s.name!r}: it reads from {into_obj.name!r}, so writing into it would "
                                "feed the sink its own output")

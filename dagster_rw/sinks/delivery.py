@@ -180,6 +180,9 @@ def status_fields(wh, obj: CatalogObject) -> dict:
         "last_error": spec.redact(health.last_error) if health.last_error else None,
         "last_error_at": health.last_error_at, "retries": health.retries, "failing_since": health.failing_since,
         "last_success_at": health.last_success_at, "rows_delivered": health.rows_delivered,
+        # how long the sink has failed with work waiting: what an asset check compares with its limit
+        "stuck_seconds": round(time.time() - health.failing_since, 3)
+        if health.failing_since is not None and epochs_behind > 0 else 0.0,
     }
 
 

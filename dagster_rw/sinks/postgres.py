@@ -116,7 +116,7 @@ class PostgresTarget(Target):
         from psycopg import sql
 
         match = sql.SQL(" AND ").join(
-            sql.SQL("t.{k} IS NOT DISTINCT FROM s.{k}").format(k=sql.Identifier(k)) for k in changes.key)
+            sql.SQL("t.{k} = s.{k}").format(k=sql.Identifier(k)) for k in changes.key)
         cur.execute(sql.SQL("DELETE FROM {} t USING rw_stage s WHERE s.{} = -1 AND {}").format(
             self._table(), sql.Identifier(OP), match))
 

@@ -26,7 +26,7 @@ def is_secret(option: str) -> bool:
 @dataclass
 class CreateSink(Statement):
     name: str = ""
-    source: str | None = None  # CREATE SINK ... FROM source
+    from_name: str | None = None  # CREATE SINK ... FROM relation
     query: exp.Expression | None = None  # CREATE SINK ... AS query
     query_sql: str = ""
     into: str | None = None  # CREATE SINK ... INTO table
@@ -167,5 +167,5 @@ def _parse_create_sink(sql: str) -> CreateSink:
     else:
         raise ProgrammingError(f"CREATE SINK {name}: expected FROM <relation> or AS <query>")
     # the statement keeps only the redacted text: it is what the catalog stores and SHOW displays
-    return CreateSink(_redact(sql, secrets), name=name, source=source, query=query, query_sql=query_sql, into=into,
+    return CreateSink(_redact(sql, secrets), name=name, from_name=source, query=query, query_sql=query_sql, into=into,
                       options=options, format=fmt, encode=enc, if_not_exists=if_not_exists)
