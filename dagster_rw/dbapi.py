@@ -174,6 +174,8 @@ class Connection:
             obj = self.wh.catalog().get(name)
             if obj is None:
                 raise ProgrammingError(f'relation "{name}" does not exist')
+            if obj.kind == "sink":
+                raise ProgrammingError(f'"{name}" is a sink, which holds no rows: query what it reads, {obj.inputs[0]!r}')
             cols = ", ".join(quote(c.name) for c in obj.visible_columns)
             rels[name] = self.engine.sql(f"SELECT {cols} FROM rw_snap", rw_snap=self.wh.snapshot(name))
         return rels

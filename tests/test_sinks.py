@@ -344,3 +344,31 @@ def test_a_new_connection_resumes_delivery_where_the_last_one_committed(warehous
         c2.execute("FLUSH")
     lines = [json.loads(line) for f in sorted(os.listdir(out)) for line in (out / f).read_text().splitlines()]
     assert [r["id"] for r in lines] == [101, 102, 103]  # each change once: no re-delivery, no gap
+
+
+def test_one_deliverer_per_sink_and_a_dead_holders_lease_is_taken_over(conn, out):
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    from dagster_rw.sinks.lease import lease_key
+
+    shop(conn)
+    conn.execute(f"CREATE SINK f FROM orders WITH (connector = 'file', path = '{out}', type = 'upsert', "
+                 "primary_key = 'id')")
+
+    def lease_of(pid):
+        return json.dumps({"host": socket.gethostname(), "pid": pid, "token": "other",
+                           "expires": time.time() + 600}).encode()
+
+    conn.wh.store.write_bytes(lease_key("f"), lease_of(os.getpid()))  # a live holder
+    conn.execute("FLUSH")  # tries once, finds the lease taken, does not fail
+    assert os.listdir(out) == []
+    with pytest.raises(OperationalError, match=f"being delivered by process {os.getpid()}"):
+        conn.refresh("f")
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True)
+    conn.wh.store.write_bytes(lease_key("f"), lease_of(int(gone.stdout)))  # its holder has exited
+    assert conn.refresh("f") == conn.wh.manifest("orders").epoch
+    assert len(os.listdir(out)) == 1 and not conn.wh.store.exists(lease_key("f"))

@@ -16,6 +16,7 @@ from ..storage import manifest as manifests
 from ..storage.catalog import CatalogObject
 from ..storage.manifest import Manifest
 from . import health as healths
+from . import lease as leases
 from .key_conversion import append_changes, upsert_changes
 from .log_reader import Batch, cut_batches, pending_files, read_batch
 from .retry import RetryPolicy
@@ -59,19 +60,29 @@ def deliver(wh, obj: CatalogObject, max_attempts: int | None = None, sleep=time.
     own, files = pending_files(m, wh.manifest(source.name), target_epoch)
     if not own and target_epoch <= m.epoch:
         return delivered_epoch(m)
-    batches = cut_batches(own, files, m.epoch, target_epoch, spec.max_batch_rows)
-    health = healths.load(wh.store, obj.name)
-    columns = [c.name for c in obj.columns]
-    schema = step.object_schema(obj)
-    rows = 0
-    for batch in batches:
-        changes = _changes(wh, spec, obj, batch, columns, schema, health)
-        if changes.table.num_rows:
-            _write(wh, spec, obj, changes, attempts, policy, health, sleep)
-            rows += changes.table.num_rows
-        m = _commit_position(wh, m, batch)
-    health.succeeded(rows)
-    healths.save(wh.store, obj.name, health)
+    lease = leases.acquire(wh.store, obj.name)
+    try:
+        # what another deliverer committed before this one took the lease is not delivered again
+        wh.remember_manifest(manifests.load(wh.store, obj.name))
+        m = wh.manifest(obj.name)
+        target_epoch = step.target_epoch(wh, obj, m.epoch)
+        own, files = pending_files(m, wh.manifest(source.name), target_epoch)
+        batches = cut_batches(own, files, m.epoch, target_epoch, spec.max_batch_rows)
+        health = healths.load(wh.store, obj.name)
+        columns = [c.name for c in obj.columns]
+        schema = step.object_schema(obj)
+        rows = 0
+        for batch in batches:
+            changes = _changes(wh, spec, obj, batch, columns, schema, health)
+            if changes.table.num_rows:
+                _write(wh, spec, obj, changes, attempts, policy, health, sleep)
+                rows += changes.table.num_rows
+            m = _commit_position(wh, m, batch)
+            lease.renew()
+        health.succeeded(rows)
+        healths.save(wh.store, obj.name, health)
+    finally:
+        lease.release()
     return delivered_epoch(m)
 
 
