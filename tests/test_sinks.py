@@ -372,3 +372,28 @@ def test_one_deliverer_per_sink_and_a_dead_holders_lease_is_taken_over(conn, out
     conn.wh.store.write_bytes(lease_key("f"), lease_of(int(gone.stdout)))  # its holder has exited
     assert conn.refresh("f") == conn.wh.manifest("orders").epoch
     assert len(os.listdir(out)) == 1 and not conn.wh.store.exists(lease_key("f"))
+
+
+@pytest.mark.parametrize("with_binary", [False, True])
+def test_postgres_target_keeps_every_type_and_tricky_text_exactly(conn, pg, with_binary):
+    extra = ", d INTERVAL" if with_binary else ""
+    conn.execute("CREATE TABLE t (id INT PRIMARY KEY, s VARCHAR, n NUMERIC(12,3), f DOUBLE PRECISION, r REAL, "
+                 f"b BOOLEAN, dt DATE, ts TIMESTAMP, tz TIMESTAMPTZ, tm TIME, big BIGINT, small SMALLINT{extra})")
+    interval = ", INTERVAL '1 day 02:03:04'" if with_binary else ""
+    null_interval = ", NULL" if with_binary else ""
+    conn.execute("INSERT INTO t VALUES "
+                 f"(1, 'a,b \"quoted\"\nnew line', 1.5, 0.1, 2.5, true, DATE '2026-02-28', "
+                 f"TIMESTAMP '2026-02-28 23:59:59.123456', TIMESTAMPTZ '2026-02-28 10:00:00+00', TIME '12:34:56', "
+                 f"9007199254740993, -32768{interval}), "
+                 f"(2, '', -0.001, -1e300, NULL, false, NULL, NULL, NULL, NULL, NULL, NULL{null_interval}), "
+                 f"(3, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL{null_interval}), "
+                 f"(4, E'back\\\\slash \\t tab', 0, 3.141592653589793, 1.25, true, DATE '1999-12-31', "
+                 f"TIMESTAMP '1999-12-31 00:00:00', TIMESTAMPTZ '1999-12-31 23:00:00+00', TIME '00:00:00', 0, 0"
+                 f"{null_interval})")
+    conn.execute(f"CREATE SINK s FROM t WITH ({pg.options('t', type='upsert', primary_key='id', auto_create='true')})")
+    conn.execute("FLUSH")
+    got = sorted(pg.rows("t"))
+    want = sorted(conn.execute("SELECT * FROM t").fetchall())
+    assert len(got) == len(want) == 4
+    for g, w in zip(got, want):
+        assert g == tuple(w), (g, w)
