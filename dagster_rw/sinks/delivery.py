@@ -124,7 +124,7 @@ def _write(wh, spec: SinkSpec, obj, changes: Changes, attempts: int, policy: Ret
         try:
             target = _target(wh, spec, obj)
             description = target.description
-            target.write(changes)
+            _write_once(target, changes)
             return
         except TargetError as e:
             forget_target(wh, obj.name)  # a fresh connection for the next attempt
@@ -140,6 +140,17 @@ def _write(wh, spec: SinkSpec, obj, changes: Changes, attempts: int, policy: Ret
                     else " (nothing of this batch was committed)"
                 raise cls(message + tries) from None
             sleep(policy.delay(attempt))
+
+
+def _write_once(target: Target, changes: Changes) -> None:
+    """One attempt. A connector maps its client's errors to TargetError; anything else its client
+    library raises (their hierarchies are wide) is a failed attempt too, never a failed FLUSH."""
+    try:
+        target.write(changes)
+    except TargetError:
+        raise
+    except Exception as e:  # third-party client code: reported and retried
+        raise TargetError(f"{type(e).__name__}: {e}") from e
 
 
 def _describe(spec: SinkSpec) -> str:
