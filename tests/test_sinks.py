@@ -130,6 +130,12 @@ def test_sink_as_select_plans_an_internal_view_and_drops_it_with_the_sink(conn, 
     conn.execute("FLUSH")
     want = conn.execute("SELECT item_id, sum(qty) FROM orders GROUP BY item_id").fetchall()
     assert sorted(pg.rows("per_item")) == sorted(want) == [(1, 7)]
+    # refreshing the sink advances its own query's view too (a caller refreshing only the tables)
+    conn.execute("UPDATE orders SET qty = 10 WHERE id = 101")
+    conn.barrier()
+    conn.refresh("orders")
+    conn.refresh("per_item")
+    assert sorted(pg.rows("per_item")) == [(1, 12)]
     conn.execute("DROP SINK per_item")
     assert not any(r["name"].startswith("_sink_") for r in conn.status())
 

@@ -54,8 +54,10 @@ def deliver(wh, obj: CatalogObject, max_attempts: int | None = None, sleep=time.
     spec = spec_of(obj)
     policy = policy_of(wh, spec)
     attempts = max_attempts or policy.max_attempts
-    m = wh.manifest(obj.name)
     source = wh.get(obj.inputs[0])
+    if source.options.get("internal_of") == obj.name:
+        wh.refresh(source.name)  # the view planned for CREATE SINK ... AS query is the sink's own
+    m = wh.manifest(obj.name)
     target_epoch = step.target_epoch(wh, obj, m.epoch)
     own, files = pending_files(m, wh.manifest(source.name), target_epoch)
     if not own and target_epoch <= m.epoch:

@@ -22,6 +22,8 @@ def source_is_append_only(name: str, resolve_object, plan_of) -> bool:
     obj = resolve_object(name)
     if obj is None:
         return False
+    if obj.kind == "source":  # a stream (Kafka) only appends
+        return True
     if obj.kind == "table":
         return bool(obj.append_only)
     if obj.kind == "materialized_view":
