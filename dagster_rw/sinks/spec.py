@@ -139,9 +139,9 @@ def build_spec(name: str, options: dict[str, str], fmt: str | None = None, enc: 
     for key in REQUIRED[connector]:
         if not options.get(key):
             raise ProgrammingError(f"sink {name!r}: the {connector} connector needs the option {key}")
+    # RisingWave also takes it among FORMAT ... ENCODE ... (force_append_only = 'true')
     force = _flag(name, options, "force_append_only", False) or \
-        _flag(name, {"format.force_append_only": options.get("format.force_append_only")},
-              "format.force_append_only", False)
+        _flag(name, options, "format.force_append_only", False)
     sink_type = (options.get("type") or "").lower() or None
     encode = enc.upper() if enc else None
     if connector == "kafka":
