@@ -133,7 +133,7 @@ def build_spec(name: str, options: dict[str, str], fmt: str | None = None, enc: 
                                    "(supported: postgres, kafka, file)")
     known = COMMON | CONNECTOR_OPTIONS[connector]
     for key in options:
-        if key not in known and not key.startswith("format."):
+        if key not in known and key not in ("format.force_append_only", "format.encode"):
             raise ProgrammingError(f"sink {name!r}: unknown option {key!r} for the {connector} connector "
                                    f"(known: {', '.join(sorted(known))})")
     for key in REQUIRED[connector]:
