@@ -9,6 +9,7 @@ would leave; a delivery that is re-done over a different range of files converge
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..errors import IntegrityError
 from ..operators.base import W, col_list
@@ -21,23 +22,21 @@ UPSERT_OP, DELETE_OP = 1, -1
 def upsert_changes(engine, log: pa.Table, columns: list[str], key: list[str], what: str) -> pa.Table:
     """One change per sink key (`columns` + `_op`). `what` names the sink for errors."""
     part = col_list(key)
-    ranked = engine.sql(
-        f"SELECT {col_list(columns)}, {W}, "
+    chosen = engine.sql(
+        f"SELECT {col_list(columns)}, CAST(CASE WHEN {W} > 0 THEN {UPSERT_OP} ELSE {DELETE_OP} END AS TINYINT) "
+        f"AS {OP}, rw_inserts FROM (SELECT *, "
         f"row_number() OVER (PARTITION BY {part} ORDER BY {FILE} DESC, {W} DESC) AS rw_rn, "
         f"count(*) FILTER (WHERE {W} > 0) OVER (PARTITION BY {part}, {FILE}) AS rw_inserts "
-        f"FROM rw_log", rw_log=log)
-    chosen = engine.sql("SELECT * FROM rw_r WHERE rw_rn = 1", rw_r=ranked)
-    dup = engine.sql(f"SELECT {part}, rw_inserts FROM rw_c WHERE rw_inserts > 1 LIMIT 1", rw_c=chosen)
-    if dup.num_rows:
-        row = dup.to_pylist()[0]
+        f"FROM rw_log) rw_r WHERE rw_rn = 1 ORDER BY {OP}, {part}", rw_log=log)
+    inserts = chosen.column("rw_inserts")
+    if chosen.num_rows and pc.max(inserts).as_py() > 1:
+        row = chosen.filter(pc.greater(inserts, 1)).slice(0, 1).to_pylist()[0]
         shown = ", ".join(f"{k}={row[k]!r}" for k in key)
         raise IntegrityError(
             f"{what}: the primary key ({', '.join(key)}) is not unique in its input: {row['rw_inserts']} rows "
             f"have {shown} at the same epoch, so the target cannot hold them all; choose a primary_key "
             "that is unique in the input")
-    return engine.sql(
-        f"SELECT {col_list(columns)}, CAST(CASE WHEN {W} > 0 THEN {UPSERT_OP} ELSE {DELETE_OP} END AS TINYINT) "
-        f"AS {OP} FROM rw_c ORDER BY {OP}, {part}", rw_c=chosen)
+    return chosen.drop_columns(["rw_inserts"])
 
 
 def append_changes(engine, log: pa.Table, columns: list[str], force: bool, what: str) -> pa.Table:

@@ -136,8 +136,10 @@ class PostgresTarget(Target):
                 sql.SQL(", ").join(sql.SQL("{c} = EXCLUDED.{c}").format(c=sql.Identifier(c)) for c in rest))
             conflict = sql.SQL(" ON CONFLICT ({}) {}").format(
                 sql.SQL(", ").join(map(sql.Identifier, changes.key)), action)
-        cur.execute(sql.SQL("INSERT INTO {} ({}) SELECT {} FROM rw_stage WHERE {} ORDER BY {}{}").format(
-            self._table(), cols, cols, where, sql.Identifier(_ROW_NO), conflict))
+        # an append-only batch keeps the input's order; an upsert batch has one row per key
+        order = sql.SQL("") if changes.upsert else sql.SQL(" ORDER BY {}").format(sql.Identifier(_ROW_NO))
+        cur.execute(sql.SQL("INSERT INTO {} ({}) SELECT {} FROM rw_stage WHERE {}{}{}").format(
+            self._table(), cols, cols, where, order, conflict))
 
     def _refused_row(self, changes: Changes, error) -> str:
         """The first row the target refuses, found by bisection inside a transaction that is rolled back,
