@@ -81,6 +81,7 @@ class Connection:
 
     def close(self) -> None:
         self.closed = True
+        self.wh.close_sink_targets()
 
     def __enter__(self):
         return self
@@ -177,6 +178,8 @@ class Connection:
             obj = self.wh.catalog().get(name)
             if obj is None:
                 raise ProgrammingError(f'relation "{name}" does not exist')
+            if obj.kind == "sink":
+                raise ProgrammingError(f'"{name}" is a sink, which holds no rows: query what it reads, {obj.inputs[0]!r}')
             cols = ", ".join(quote(c.name) for c in obj.visible_columns)
             rels[name] = self.engine.sql(f"SELECT {cols} FROM rw_snap", rw_snap=self.wh.snapshot(name))
         return rels
@@ -324,7 +327,13 @@ class Cursor:
     def _do_createview(self, s: st.CreateView):
         self.conn.wh.create_view(s.name, s.sql, s.query, s.if_not_exists)
 
+    def _do_createsink(self, s):
+        self.conn.wh.create_sink(s)
+
     def _do_drop(self, s: st.Drop):
+        if s.kind == "sink":
+            self.conn.wh.drop_sink(s.name, s.if_exists)
+            return
         self.conn.wh.drop(s.name, TABLE if s.kind == "table" else MATERIALIZED_VIEW, s.if_exists)
 
     def _do_flush(self, s: st.Flush):
@@ -337,11 +346,22 @@ class Cursor:
             raise ProgrammingError(f'unrecognized configuration parameter "{s.name}"')
 
     def _do_show(self, s: st.Show):
+        from .storage.catalog import SINK
+
         wh = self.conn.wh
-        kinds = {"TABLES": TABLE, "MATERIALIZED VIEWS": MATERIALIZED_VIEW}
+        kinds = {"TABLES": TABLE, "MATERIALIZED VIEWS": MATERIALIZED_VIEW, "SINKS": SINK}
+        if s.what.startswith("CREATE SINK "):  # the definition, with secrets redacted
+            name = s.sql.split()[-1].strip('"') if s.sql.split()[-1].startswith('"') else s.sql.split()[-1].lower()
+            obj = wh.get(name)
+            if obj.kind != SINK:
+                raise ProgrammingError(f'"{name}" is not a sink')
+            self._columns(["Name", "Create Sql"], [(name, obj.sql)])
+            return
         if s.what not in kinds:
-            raise ProgrammingError(f"SHOW {s.what} is not supported (SHOW TABLES, SHOW MATERIALIZED VIEWS)")
-        names = sorted(o.name for o in wh.catalog().objects.values() if o.kind == kinds[s.what])
+            raise ProgrammingError(
+                f"SHOW {s.what} is not supported (SHOW TABLES, SHOW MATERIALIZED VIEWS, SHOW SINKS)")
+        names = sorted(o.name for o in wh.catalog().objects.values()
+                       if o.kind == kinds[s.what] and "internal_of" not in (o.options or {}))
         self._columns(["Name"], [(n,) for n in names])
 
     def _do_describe(self, s: st.Describe):

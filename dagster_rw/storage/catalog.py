@@ -10,6 +10,7 @@ PREFIX = "catalog"
 
 TABLE = "table"
 MATERIALIZED_VIEW = "materialized_view"
+SINK = "sink"
 
 
 @dataclass
