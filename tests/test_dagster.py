@@ -348,3 +348,79 @@ def test_run_on_spark_uses_one_session(spark, shop, shop_assets, tmp_path):
                    if not ev.check_name.startswith("expect_"))
         got = feeder.execute("SELECT * FROM order_lines").fetchall()
         assert_same(got, workload.oracle.rows("SELECT * FROM order_lines"), "order_lines")
+
+
+# -- sinks: their own runs, their metadata and the stuck check ----------------------------------
+def _project_with_sinks(tmp_path, pg_schema_name: str, out_dir: Path) -> RwProject:
+    folder = tmp_path / "project"
+    folder.mkdir()
+    for f in SHOP.glob("*.sql"):
+        (folder / f.name).write_text(f.read_text())
+    (folder / "sinks.sql").write_text(f"""
+CREATE SINK revenue_pg FROM item_revenue WITH (
+    connector = 'postgres', host = '127.0.0.1', port = '5432', user = 'postgres', database = 'test',
+    schema = '{pg_schema_name}', table = 'item_revenue', auto_create = 'true',
+    type = 'upsert', primary_key = 'item_id');
+CREATE SINK lines_file AS SELECT order_id, customer, amount FROM order_lines WHERE amount > 10
+WITH (connector = 'file', path = '{out_dir}', encode = 'jsonl', type = 'upsert', primary_key = 'order_id');
+""")
+    return RwProject(folder)
+
+
+def test_sinks_run_apart_with_their_metadata_and_stuck_check(tmp_path):
+    import pg_target
+
+    pg = pg_target.PgSchema()
+    try:
+        out_dir = tmp_path / "out"
+        out_dir.mkdir()
+        project = _project_with_sinks(tmp_path, pg.name, out_dir)
+        assets = build_rw_assets(project, sink_retry_policy=dg.RetryPolicy(max_retries=1, delay=0))
+        assert len(assets) == 3  # the dataflow step, and one step per sink
+        sink_assets = [a for a in assets if any(s.key.path[-1] in ("revenue_pg", "lines_file") for s in a.specs)]
+        assert all(a.op.retry_policy is not None for a in sink_assets)
+        lines = next(s for a in assets for s in a.specs if s.key.path[-1] == "lines_file")
+        assert {d.asset_key.path[-1] for d in lines.deps} == {"order_lines"}  # not its internal view
+        warehouse = str(tmp_path / "wh")
+        resource = RwResource(warehouse=warehouse, engine="duckdb",
+                              warehouse_options={"sink_retry_attempts": "2", "sink_retry_initial_seconds": "0.01"})
+        sensor = build_barrier_sensor(assets)
+        workload = Workload(RwProject(SHOP), 5)
+        with dg.instance_for_test() as instance, dagster_rw.connect(warehouse, flush_delivers_sinks=False) as feeder:
+            _, cursor = _tick(sensor, instance, resource, None)
+            workload.apply(feeder, 30)
+            result, cursor = _tick(sensor, instance, resource, cursor)
+            views_request, sinks_request = result.run_requests
+            epoch = json.loads(cursor)["epoch"]
+            assert sinks_request.run_key == f"rw-epoch-{epoch}-sinks"
+            assert {k.path[-1] for k in sinks_request.asset_selection} == {"revenue_pg", "lines_file"}
+            assert _run(assets, views_request, resource, instance).success
+            run = _run(assets, sinks_request, resource, instance)
+            assert run.success
+            mats = _materializations(run)
+            assert mats["revenue_pg"]["dagster_rw/delivered_epoch"] == epoch
+            assert mats["revenue_pg"]["dagster_rw/backlog_epochs"] == 0
+            assert all(ev.passed for ev in run.get_asset_check_evaluations())
+            want = feeder.execute("SELECT item_id, item, orders, units, revenue FROM item_revenue").fetchall()
+            assert_same(pg.rows("item_revenue", "item_id, item, orders, units, revenue"), want, "revenue_pg")
+            # the target refuses writes: the sink's run fails (after its retries), the views' run does not
+            pg.execute(f'ALTER TABLE "{pg.name}"."item_revenue" ADD CONSTRAINT no_writes CHECK (revenue < 0) NOT VALID')
+            workload.apply(feeder, 20)
+            result, cursor = _tick(sensor, instance, resource, cursor)
+            views_request, sinks_request = result.run_requests
+            assert _run(assets, views_request, resource, instance).success
+            strict = RwResource(warehouse=warehouse, engine="duckdb", sink_stuck_after_seconds=0.0,
+                                warehouse_options={"sink_retry_attempts": "2", "sink_retry_initial_seconds": "0.01"})
+            failed = _run(assets, sinks_request, strict, instance)
+            assert not failed.success
+            stuck = _checks(failed)[("revenue_pg", "sink_not_stuck")]
+            assert not stuck.passed and "revenue_pg" in stuck.metadata["last_error"].value
+            status = {r["name"]: r for r in feeder.status()}
+            assert status["revenue_pg"]["backlog_epochs"] >= 1 and status["item_revenue"]["lag_epochs"] == 0
+            # the target accepts writes again: the next run catches the sink up
+            pg.execute(f'ALTER TABLE "{pg.name}"."item_revenue" DROP CONSTRAINT no_writes')
+            assert _run(assets, sinks_request, resource, instance).success
+            want = feeder.execute("SELECT item_id, item, orders, units, revenue FROM item_revenue").fetchall()
+            assert_same(pg.rows("item_revenue", "item_id, item, orders, units, revenue"), want, "revenue_pg")
+    finally:
+        pg.drop()

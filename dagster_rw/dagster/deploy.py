@@ -25,7 +25,7 @@ def deploy(conn, project: RwProject, names: list[str] | None = None) -> list[str
         obj = project.get(name)
         existing = catalog.get(name)
         if existing is None:
-            conn.execute(obj.sql)
+            conn.execute(obj.deploy_sql or obj.sql)
             created.append(name)
             catalog = conn.wh.catalog()
         elif _normal(existing.sql) != _normal(obj.sql):

@@ -48,13 +48,15 @@ class RwObject:
     column_lineage: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # col -> [(object, col)]
     expectations: list[dict] = field(default_factory=list)  # [{"type": ..., "kwargs": {...}}]
     append_only: bool = False
+    # the statement as written, secrets included, to create the object; `sql` is what users see
+    deploy_sql: str = field(default="", repr=False)
 
 
 def references(statement: st.Statement) -> list[str]:
     """The relations a CREATE statement reads (CTE names excluded), in the order they appear."""
     query = getattr(statement, "query", None) or getattr(statement, "as_query", None)
     names: list[str] = []
-    for attr in ("from_name", "from_object", "input"):  # CREATE SINK ... FROM name
+    for attr in ("from_name", "into"):  # CREATE SINK ... FROM name / INTO table
         value = getattr(statement, attr, None)
         if isinstance(value, str) and value:
             names.append(value)
@@ -79,6 +81,7 @@ class RwProject:
             raise ProgrammingError(f"SQL project folder {str(self.project_dir)!r} does not exist")
         self.name = name or self.project_dir.name
         self._objects: dict[str, RwObject] | None = None
+        self._written: dict[int, str] = {}  # statement id -> its text as written (CREATE SINK shows it redacted)
 
     # -- reading -------------------------------------------------------------------------------
     def sql_files(self) -> list[Path]:
@@ -97,6 +100,7 @@ class RwProject:
                 if not type(statement).__name__.startswith("Create"):
                     raise ProgrammingError(
                         f"{rel}: a SQL project declares objects only (CREATE ...); found: {text[:60]!r}")
+                self._written[id(statement)] = text
                 out.append((rel, statement))
         return out
 
@@ -180,14 +184,16 @@ class RwProject:
             with dbapi.connect(scratch, engine="duckdb") as conn:
                 for rel, statement in self.ordered_statements():
                     name = _object_name(statement)
+                    written = self._written.get(id(statement), statement.sql)
                     try:
-                        conn.execute(statement.sql)
+                        conn.execute(written)
                     except ProgrammingError as e:
                         raise ProgrammingError(f"{rel}: {e}") from None
                     cat = conn.wh.catalog()
                     c = cat.get(name)
+                    deps = _visible_inputs(cat, c) if c else references(statement)
                     obj = RwObject(name=name, kind=c.kind if c else type(statement).__name__[6:].lower(),
-                                   sql=statement.sql, path=rel, deps=list(c.inputs) if c else references(statement))
+                                   sql=statement.sql, path=rel, deps=deps, deploy_sql=written)
                     if c is not None:
                         obj.columns = [RwColumn(col.name, col.type, col.name not in c.pk) for col in c.visible_columns]
                         obj.primary_key = list(c.pk)
@@ -206,6 +212,17 @@ class RwProject:
         for name, items in expectations.items():
             objects[name].expectations = items
         return objects
+
+
+def _visible_inputs(cat, c) -> list[str]:
+    """An object's inputs, seen through internal objects (the view planned for CREATE SINK ... AS)."""
+    out: list[str] = []
+    for name in c.inputs:
+        inner = cat.get(name)
+        names = _visible_inputs(cat, inner) if inner is not None and (inner.options or {}).get("internal_of") \
+            else [name]
+        out.extend(n for n in names if n not in out)
+    return out
 
 
 def column_lineage(statement: st.Statement, obj: RwObject, known: dict[str, RwObject]) -> dict:

@@ -45,6 +45,8 @@ class RwResource(dg.ConfigurableResource):
                                      description="The batch-equality check compares whole views up to this size, "
                                                  "and a sample of keys above it.")
     check_sample_keys: int = 1_000
+    warehouse_options: dict[str, str] = Field(
+        default_factory=dict, description="Other connect() options, e.g. sink_retry_attempts, compact_max_files.")
     sink_stuck_after_seconds: float = Field(default=600.0,
                                             description="The sink_not_stuck check fails once a sink has failed "
                                                         "to deliver for longer than this.")
@@ -74,7 +76,8 @@ class RwResource(dg.ConfigurableResource):
             self._conn = dbapi.connect(
                 self.warehouse, spark=self._spark_factory(), s3_endpoint_url=self.s3_endpoint_url,
                 aws_access_key_id=self.aws_access_key_id, aws_secret_access_key=self.aws_secret_access_key,
-                aws_region=self.aws_region, engine=self.engine, spark_threshold_rows=self.spark_threshold_rows)
+                aws_region=self.aws_region, engine=self.engine, spark_threshold_rows=self.spark_threshold_rows,
+                **{k: _option_value(v) for k, v in self.warehouse_options.items()})
         return self._conn
 
     def teardown_after_execution(self, context) -> None:
@@ -114,6 +117,20 @@ class RwResource(dg.ConfigurableResource):
         return merged
 
 
+def _option_value(text):
+    """Config strings as the numbers and switches connect() expects."""
+    if not isinstance(text, str):
+        return text
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
 _BASE_STATUS = {"name", "kind", "epoch", "lag_epochs", "state_rows", "state_bytes", "sst_files", "engine",
                 "epochs_processed", "rows_in", "rows_inserted", "rows_deleted", "step_seconds", "row_count"}
 
@@ -127,7 +144,7 @@ def status_metadata(conn, name: str, already: dict) -> dict:
         key = f"dagster_rw/{k}"
         if k in _BASE_STATUS or key in already or v is None:
             continue
-        if isinstance(v, bool) or isinstance(v, str):
+        if isinstance(v, (bool, str)):
             out[key] = str(v) if isinstance(v, bool) else v
         elif isinstance(v, (int, float)):
             out[key] = v
