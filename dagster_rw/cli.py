@@ -103,6 +103,16 @@ def cmd_demo(args) -> int:
                     rows=args.rows)
 
 
+def cmd_deploy(args) -> int:
+    from .dagster.deploy import deploy
+    from .dagster.project import RwProject
+
+    with _connect(args) as conn:
+        created = deploy(conn, RwProject(args.project))
+    print(f"created: {', '.join(created)}" if created else "nothing to create: every object exists")
+    return 0
+
+
 def cmd_slt(args) -> int:
     from .slt import main as slt_main
 
@@ -127,6 +137,9 @@ def main(argv=None) -> int:
     d.add_argument("--epochs", type=int, default=5)
     d.add_argument("--rows", type=int, default=20000)
     d.set_defaults(func=cmd_demo)
+    dp = sub.add_parser("deploy", help="create the objects a SQL project folder declares that the warehouse lacks")
+    dp.add_argument("project")
+    dp.set_defaults(func=cmd_deploy)
     t = sub.add_parser("slt", help="run sqllogictest files")
     t.add_argument("paths", nargs="+")
     t.add_argument("--verbose", "-v", action="store_true")

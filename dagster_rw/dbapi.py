@@ -32,10 +32,14 @@ def connect(warehouse: str | None = None, spark=None, **options) -> Connection:
     """Open a warehouse: a local folder (default `./.dagster_rw`), `file://...` or `s3://bucket/prefix`.
 
     `spark` is None (an embedded local session, started when first needed), a SparkSession, or a
-    Spark Connect URL `sc://host:port`. Options: `s3_endpoint_url`, `engine` ('auto', 'duckdb' or
-    'spark'), `compact_max_files`, `gc_grace_seconds`.
+    Spark Connect URL `sc://host:port` (or a function returning a session, called when first needed).
+    Options: `s3_endpoint_url`, `aws_access_key_id`, `aws_secret_access_key`, `aws_region`, `engine`
+    ('auto', 'duckdb' or 'spark'), `compact_max_files`, `gc_grace_seconds`.
     """
-    store = open_store(warehouse, options.pop("s3_endpoint_url", None))
+    store = open_store(warehouse, options.pop("s3_endpoint_url", None),
+                       aws_access_key_id=options.pop("aws_access_key_id", None),
+                       aws_secret_access_key=options.pop("aws_secret_access_key", None),
+                       region_name=options.pop("aws_region", None))
     return Connection(store, spark, options)
 
 
@@ -78,6 +82,7 @@ class Connection:
 
     def close(self) -> None:
         self.closed = True
+        self.wh.close_sink_targets()
 
     def __enter__(self):
         return self
@@ -177,6 +182,8 @@ class Connection:
                 continue
             if obj is None:
                 raise ProgrammingError(f'relation "{name}" does not exist')
+            if obj.kind == "sink":
+                raise ProgrammingError(f'"{name}" is a sink, which holds no rows: query what it reads, {obj.inputs[0]!r}')
             cols = ", ".join(quote(c.name) for c in obj.visible_columns)
             rels[name] = self.engine.sql(f"SELECT {cols} FROM rw_snap", rw_snap=self.wh.snapshot(name))
         return rels
@@ -333,7 +340,13 @@ class Cursor:
     def _do_createview(self, s: st.CreateView):
         self.conn.wh.create_view(s.name, s.sql, s.query, s.if_not_exists, s.emit_on_window_close)
 
+    def _do_createsink(self, s):
+        self.conn.wh.create_sink(s)
+
     def _do_drop(self, s: st.Drop):
+        if s.kind == "sink":
+            self.conn.wh.drop_sink(s.name, s.if_exists)
+            return
         kind = {"table": TABLE, "source": SOURCE}.get(s.kind, MATERIALIZED_VIEW)
         self.conn.wh.drop(s.name, kind, s.if_exists)
 
@@ -347,12 +360,22 @@ class Cursor:
             raise ProgrammingError(f'unrecognized configuration parameter "{s.name}"')
 
     def _do_show(self, s: st.Show):
+        from .storage.catalog import SINK
+
         wh = self.conn.wh
-        kinds = {"TABLES": TABLE, "MATERIALIZED VIEWS": MATERIALIZED_VIEW, "SOURCES": SOURCE}
+        kinds = {"TABLES": TABLE, "MATERIALIZED VIEWS": MATERIALIZED_VIEW, "SINKS": SINK, "SOURCES": SOURCE}
+        if s.what.startswith("CREATE SINK "):  # the definition, with secrets redacted
+            name = s.sql.split()[-1].strip('"') if s.sql.split()[-1].startswith('"') else s.sql.split()[-1].lower()
+            obj = wh.get(name)
+            if obj.kind != SINK:
+                raise ProgrammingError(f'"{name}" is not a sink')
+            self._columns(["Name", "Create Sql"], [(name, obj.sql)])
+            return
         if s.what not in kinds:
             raise ProgrammingError(
-                f"SHOW {s.what} is not supported (SHOW TABLES, SHOW MATERIALIZED VIEWS, SHOW SOURCES)")
-        names = sorted(o.name for o in wh.catalog().objects.values() if o.kind == kinds[s.what])
+                f"SHOW {s.what} is not supported (SHOW TABLES, SHOW MATERIALIZED VIEWS, SHOW SOURCES, SHOW SINKS)")
+        names = sorted(o.name for o in wh.catalog().objects.values()
+                       if o.kind == kinds[s.what] and "internal_of" not in (o.options or {}))
         self._columns(["Name"], [(n,) for n in names])
 
     def _do_describe(self, s: st.Describe):

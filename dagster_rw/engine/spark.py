@@ -69,6 +69,8 @@ def session_for(spark):
     """A SparkSession from what connect() was given: None, a session, or a Spark Connect URL."""
     if spark is None:
         return local_session()
+    if callable(spark) and not hasattr(spark, "sql"):  # a factory, called when Spark is first needed
+        return spark()
     if isinstance(spark, str):
         if spark.startswith("sc://"):
             from pyspark.sql import SparkSession

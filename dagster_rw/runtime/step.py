@@ -234,7 +234,10 @@ def _commit_output(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, delta,
     dropped.extend(f.key for f in changelog if f.epoch_to <= watermark)
     nxt = Manifest(object=obj.name, version=m.version, epoch=target, state=state, changelog=keep,
                    garbage=m.garbage, positions=m.positions)
+    previous_rows = m.stats.get("row_count", None if m.state.get(OUTPUT) else 0) if m.exists else 0
     nxt.stats = {
+        # exact: a consolidated step delta inserts and deletes whole rows of the output
+        "row_count": None if previous_rows is None else int(previous_rows + counts["ins"] - counts["del"]),
         "epochs_processed": target - start if m.exists else 0,
         "rows_in": ctx.rows_in,
         "rows_inserted": int(counts["ins"]),

@@ -27,6 +27,10 @@ DEFAULT_OPTIONS = {
     "spark_threshold_rows": 2_000_000,  # with 'auto', steps reading more change rows than this go to Spark
     "source_spark_threshold_records": 500_000,  # with 'auto', source steps reading more records use Spark tasks
     "source_split_records": 100_000,  # records per Spark task (split) of a source step
+    "sink_retry_attempts": 5,  # attempts per batch in one refresh of a sink (WITH retry.* overrides)
+    "sink_retry_initial_seconds": 0.2,  # first backoff; doubles per failure, with jitter
+    "sink_retry_max_seconds": 10.0,  # cap on one backoff
+    "flush_delivers_sinks": True,  # FLUSH tries each sink once after the views (failures only recorded)
 }
 
 ROW_ID = "_row_id"
@@ -63,6 +67,7 @@ class Warehouse:
         self._catalog: Catalog | None = None
         self._plans: dict[tuple[str, int], object] = {}
         self._manifests: dict[str, Manifest] = {}
+        self.sink_targets: dict[str, tuple] = {}  # sink -> (created epoch, open connector)
 
     def step_engine(self, input_rows: int):
         """The engine for a step: in-process for small inputs, Spark for large ones (or as forced)."""
@@ -229,6 +234,23 @@ class Warehouse:
         self.refresh(name)  # back-fill from the snapshot
         return True
 
+    def create_sink(self, statement) -> bool:
+        from ..sinks.definition import create_sink
+
+        return create_sink(self, statement)
+
+    def close_sink_targets(self) -> None:
+        """Close the connections sinks keep open to their targets between refreshes."""
+        from ..sinks.delivery import forget_target
+
+        for name in list(self.sink_targets):
+            forget_target(self, name)
+
+    def drop_sink(self, name: str, if_exists: bool) -> bool:
+        from ..sinks.definition import drop_sink
+
+        return drop_sink(self, name, if_exists)
+
     def drop(self, name: str, kind: str, if_exists: bool) -> bool:
         cat = self.catalog(reload=True)
         obj = cat.get(name)
@@ -237,10 +259,12 @@ class Warehouse:
                 return False
             raise ProgrammingError(f'{"table" if kind == TABLE else "materialized view"} "{name}" does not exist')
         if obj.kind != kind:
-            what, verb = {TABLE: ("a table", "TABLE"), SOURCE: ("a source", "SOURCE")}.get(
+            what, verb = {TABLE: ("a table", "TABLE"), SOURCE: ("a source", "SOURCE"),
+                          catalogs.SINK: ("a sink", "SINK")}.get(
                 obj.kind, ("a materialized view", "MATERIALIZED VIEW"))
             raise ProgrammingError(f'"{name}" is {what}; use DROP {verb}')
         users = [c.name for c in cat.consumers(name)]
+        users += [o.name for o in cat.objects.values() if o.kind == catalogs.SINK and o.options.get("into") == name]
         if users:
             raise IntegrityError(f'cannot drop {name!r}: other objects depend on it ({", ".join(users)})')
         objects = {k: v for k, v in cat.objects.items() if k != name}
@@ -252,7 +276,8 @@ class Warehouse:
     def _clear_leftovers(self, name: str) -> None:
         if not name or "/" in name:
             raise ProgrammingError(f"invalid object name {name!r}")
-        for key in self.store.list(f"objects/{name}/") + self.store.list(f"{epochs.STAGING}/{name}/"):
+        for key in self.store.list(f"objects/{name}/") + self.store.list(f"{epochs.STAGING}/{name}/") \
+                + self.store.list(f"sinks/{name}/"):
             self.store.delete(key)
 
     def ancestors(self, names: list[str]) -> list[CatalogObject]:
@@ -330,8 +355,27 @@ class Warehouse:
         out.update(ingest.pending(self))  # sources: records in Kafka beyond the newest barrier's offsets
         return out
 
+    def sealed_unapplied(self, upto: int | None = None) -> dict[str, int]:
+        """Inputs holding data sealed in epochs up to `upto` (default: the newest) that they have not
+        applied yet, and how much (staged DML batches per table)."""
+        upto = epochs.newest_epoch(self.store) if upto is None else upto
+        out = {}
+        for obj in self.catalog().topological():
+            if obj.kind != TABLE:
+                continue
+            m = self.manifest(obj.name)
+            committed = m.epoch if m.exists else obj.created_epoch
+            n = len(epochs.batches_for(self.store, obj.name, committed, upto)) if committed < upto else 0
+            if n:
+                out[obj.name] = n
+        return out
+
     def refresh(self, name: str) -> int:
         obj = self.get(name)
+        if obj.kind == catalogs.SINK:  # deliver what its input committed; raises once retries are exhausted
+            from ..sinks.delivery import deliver
+
+            return deliver(self, obj)
         if ingest.is_connector(obj):
             return ingest.refresh_connector(self, obj)
         if obj.options.get("as_query"):  # CREATE TABLE ... AS SELECT: maintained like a view
@@ -343,8 +387,14 @@ class Warehouse:
     def refresh_all(self) -> int:
         newest = epochs.newest_epoch(self.store)
         for obj in self.catalog().topological():
-            self.refresh(obj.name)
+            if obj.kind != catalogs.SINK:
+                self.refresh(obj.name)
         self.collect_garbage()
+        if self.options["flush_delivers_sinks"]:  # after every view committed: views never wait for sinks
+            from ..sinks.delivery import deliver_best_effort
+
+            for obj in [o for o in self.catalog().topological() if o.kind == catalogs.SINK]:
+                deliver_best_effort(self, obj)
         return newest
 
     def collect_garbage(self) -> None:
@@ -397,6 +447,13 @@ class Warehouse:
         for obj in self.catalog().topological():
             m = self.manifest(obj.name)
             epoch = m.epoch if m.exists else obj.created_epoch
+            if obj.kind == catalogs.SINK:  # the epoch a sink shows is the one it delivered
+                from ..sinks.delivery import delivered_epoch, status_fields
+
+                epoch = delivered_epoch(m)
+                out.append({"name": obj.name, "kind": obj.kind, "epoch": epoch, "lag_epochs": newest - epoch,
+                            **status_fields(self, obj)})
+                continue
             out.append({
                 "name": obj.name, "kind": obj.kind, "epoch": epoch, "lag_epochs": newest - epoch,
                 "state_rows": m.state_rows(), "state_bytes": m.state_bytes(), "sst_files": m.sst_count(),

@@ -211,6 +211,11 @@ def _parse_drop(sql: str, words: list[str]) -> Drop:
         kind, at = "source", 2
     elif words[1:3] == ["MATERIALIZED", "VIEW"]:
         kind, at = "materialized_view", 3
+    elif words[1] == "SINK":
+        if_exists = words[2:4] == ["IF", "EXISTS"]
+        name_tok = _DIALECT.tokenize(sql)[4 if if_exists else 2]
+        name = name_tok.text if name_tok.token_type == TokenType.IDENTIFIER else name_tok.text.lower()
+        return Drop(sql, kind="sink", name=name, if_exists=if_exists)
     else:
         raise unsupported(f"DROP {words[1]}", sql)
     if_exists = words[at:at + 2] == ["IF", "EXISTS"]
@@ -243,6 +248,10 @@ def _parse_create(sql: str, words: list[str]) -> Statement:
         return _parse_create_table(sql, words)
     if words[1] == "SOURCE":
         return _parse_create_source(sql, is_table=False)
+    if words[1] == "SINK":
+        from .sink_statements import parse_create_sink
+
+        return parse_create_sink(sql)
     what = " ".join(words[1:3]) if words[1] in ("MATERIALIZED", "OR") else words[1]
     raise unsupported(f"CREATE {what}", sql)
 

@@ -11,6 +11,7 @@ PREFIX = "catalog"
 TABLE = "table"
 MATERIALIZED_VIEW = "materialized_view"
 SOURCE = "source"  # fed by a connector; keeps no rows of its own, only its change log
+SINK = "sink"
 
 
 @dataclass

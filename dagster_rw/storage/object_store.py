@@ -142,14 +142,16 @@ def _not_found(error) -> bool:
 
 
 class S3Store(ObjectStore):
-    def __init__(self, url: str, endpoint_url: str | None = None, client=None, cache_dir: str | None = None):
+    def __init__(self, url: str, endpoint_url: str | None = None, client=None, cache_dir: str | None = None,
+                 **client_options):
         import boto3
 
         parsed = urlparse(url)
         self.url = url
         self.bucket = parsed.netloc
         self.prefix = parsed.path.strip("/")
-        self.client = client or boto3.client("s3", endpoint_url=endpoint_url)
+        self.client = client or boto3.client("s3", endpoint_url=endpoint_url,
+                                                   **{k: v for k, v in client_options.items() if v})
         digest = hashlib.sha1(url.encode()).hexdigest()[:12]
         self.cache_dir = cache_dir or os.path.join(tempfile.gettempdir(), "dagster_rw_cache", digest)
         os.makedirs(self.cache_dir, exist_ok=True)
@@ -224,11 +226,13 @@ class S3Store(ObjectStore):
         move_into_place(path, os.path.join(self.cache_dir, key))  # a cached file is never partial
 
 
-def open_store(warehouse: str | None, s3_endpoint_url: str | None = None) -> ObjectStore:
+def open_store(warehouse: str | None, s3_endpoint_url: str | None = None, **s3_client_options) -> ObjectStore:
+    """A store for a warehouse URL; `s3_client_options` (aws_access_key_id, aws_secret_access_key,
+    region_name) go to boto3's client when given, else boto3 finds them the usual way."""
     if warehouse is None:
         warehouse = os.path.join(os.getcwd(), ".dagster_rw")
     if warehouse.startswith("s3://"):
-        return S3Store(warehouse, endpoint_url=s3_endpoint_url)
+        return S3Store(warehouse, endpoint_url=s3_endpoint_url, **s3_client_options)
     if warehouse.startswith("file://"):
         warehouse = urlparse(warehouse).path
     return LocalStore(warehouse)

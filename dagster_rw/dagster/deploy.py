@@ -1,0 +1,35 @@
+"""Bringing a warehouse in line with a SQL project: create what is declared but missing.
+
+Objects are never altered in place (RisingWave cannot change a view's query either): an object that
+exists with another definition is reported, and the user drops it to declare it anew.
+"""
+from __future__ import annotations
+
+import re
+
+from ..errors import ProgrammingError
+from .project import RwProject
+
+
+def _normal(sql: str) -> str:
+    return re.sub(r"\s+", " ", sql).strip().rstrip(";").strip().lower()
+
+
+def deploy(conn, project: RwProject, names: list[str] | None = None) -> list[str]:
+    """Create, in dependency order, the objects `names` need (all of the project's by default) that
+    the warehouse lacks; returns the names created."""
+    wanted = project.upstream(names) if names is not None else list(project.objects)
+    created = []
+    catalog = conn.wh.catalog(reload=True)
+    for name in wanted:
+        obj = project.get(name)
+        existing = catalog.get(name)
+        if existing is None:
+            conn.execute(obj.deploy_sql or obj.sql)
+            created.append(name)
+            catalog = conn.wh.catalog()
+        elif _normal(existing.sql) != _normal(obj.sql):
+            raise ProgrammingError(
+                f"{name!r} exists in the warehouse with another definition than {obj.path} declares; "
+                f"drop it (and what reads it) to declare it anew.\n  warehouse: {existing.sql}\n  project:   {obj.sql}")
+    return created

@@ -1,0 +1,278 @@
+"""A SQL project: a folder of `.sql` files declaring tables, sources, materialized views and sinks.
+
+`RwProject` reads the folder the way dagster-dbt reads a dbt project: statements may come in any
+order and several per file; the project orders them by the relations each one reads, then plans them
+once in a scratch warehouse so every object's columns, types, keys and dependencies are known before
+any data exists. What it learns is an `RwObject` per statement, which the translator turns into an
+asset spec. Expectations for the Great Expectations checks live beside the SQL in `expectations.yaml`.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sqlglot import errors as sqlglot_errors
+from sqlglot import exp
+from sqlglot.lineage import lineage as sqlglot_lineage
+
+from ..errors import ProgrammingError
+from ..sql import statements as st
+from ..storage.catalog import TABLE
+
+EXPECTATIONS_FILE = "expectations.yaml"
+
+
+@dataclass
+class RwColumn:
+    name: str
+    type: str
+    nullable: bool = True
+
+
+@dataclass
+class RwObject:
+    """One object of a SQL project, as planned from its statement alone (no warehouse needed)."""
+
+    name: str
+    kind: str  # 'table', 'materialized_view', and the kinds of later statements ('source', 'sink')
+    sql: str
+    path: str  # the file it was declared in, relative to the project folder
+    deps: list[str] = field(default_factory=list)  # objects it reads, in the order the SQL names them
+    columns: list[RwColumn] = field(default_factory=list)
+    primary_key: list[str] = field(default_factory=list)
+    stream_key: list[str] = field(default_factory=list)
+    column_lineage: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # col -> [(object, col)]
+    expectations: list[dict] = field(default_factory=list)  # [{"type": ..., "kwargs": {...}}]
+    append_only: bool = False
+    # the statement as written, secrets included, to create the object; `sql` is what users see
+    deploy_sql: str = field(default="", repr=False)
+
+
+def references(statement: st.Statement) -> list[str]:
+    """The relations a CREATE statement reads (CTE names excluded), in the order they appear."""
+    query = getattr(statement, "query", None) or getattr(statement, "as_query", None)
+    names: list[str] = []
+    for attr in ("from_name", "into"):  # CREATE SINK ... FROM name / INTO table
+        value = getattr(statement, attr, None)
+        if isinstance(value, str) and value:
+            names.append(value)
+    if query is not None:
+        ctes = {c.alias_or_name for c in query.find_all(exp.CTE)}
+        for t in query.find_all(exp.Table):
+            if t.name and t.name not in ctes and t.name not in names:
+                names.append(t.name)
+    return names
+
+
+def _object_name(statement: st.Statement) -> str | None:
+    return getattr(statement, "name", None) or None
+
+
+class RwProject:
+    """The SQL files under `project_dir`, read once and planned into `RwObject`s in topological order."""
+
+    def __init__(self, project_dir: str | os.PathLike, name: str | None = None):
+        self.project_dir = Path(project_dir).resolve()
+        if not self.project_dir.is_dir():
+            raise ProgrammingError(f"SQL project folder {str(self.project_dir)!r} does not exist")
+        self.name = name or self.project_dir.name
+        self._objects: dict[str, RwObject] | None = None
+        self._written: dict[int, str] = {}  # statement id -> its text as written (CREATE SINK shows it redacted)
+
+    # -- reading -------------------------------------------------------------------------------
+    def sql_files(self) -> list[Path]:
+        return sorted(p for p in self.project_dir.rglob("*.sql") if p.is_file())
+
+    def statements(self) -> list[tuple[str, st.Statement]]:
+        """Every CREATE statement of the project as (relative file, statement), in file order."""
+        out = []
+        for path in self.sql_files():
+            rel = str(path.relative_to(self.project_dir))
+            for text in st.split(path.read_text()):
+                try:
+                    statement = st.parse(text)
+                except ProgrammingError as e:
+                    raise ProgrammingError(f"{rel}: {e}") from None
+                if not type(statement).__name__.startswith("Create"):
+                    raise ProgrammingError(
+                        f"{rel}: a SQL project declares objects only (CREATE ...); found: {text[:60]!r}")
+                self._written[id(statement)] = text
+                out.append((rel, statement))
+        return out
+
+    def fingerprint(self) -> str:
+        h = hashlib.sha256()
+        for path in self.sql_files() + [self.project_dir / EXPECTATIONS_FILE]:
+            if path.exists():
+                h.update(str(path.relative_to(self.project_dir)).encode())
+                h.update(path.read_bytes())
+        return h.hexdigest()[:16]
+
+    def ordered_statements(self) -> list[tuple[str, st.Statement]]:
+        """Statements ordered so that every object comes after the objects it reads."""
+        found = self.statements()
+        by_name: dict[str, tuple[str, st.Statement]] = {}
+        for rel, statement in found:
+            name = _object_name(statement)
+            if name in by_name:
+                raise ProgrammingError(f"{rel}: {name!r} is declared twice (also in {by_name[name][0]})")
+            by_name[name] = (rel, statement)
+        ordered: list[tuple[str, st.Statement]] = []
+        state: dict[str, str] = {}
+
+        def visit(name: str, trail: list[str]):
+            if state.get(name) == "done":
+                return
+            if state.get(name) == "visiting":
+                raise ProgrammingError("the project's objects read each other in a cycle: "
+                                       + " -> ".join(trail + [name]))
+            state[name] = "visiting"
+            rel, statement = by_name[name]
+            for dep in references(statement):
+                if dep not in by_name:
+                    raise ProgrammingError(f'{rel}: {name!r} reads "{dep}", which the project does not declare')
+                visit(dep, trail + [name])
+            state[name] = "done"
+            ordered.append(by_name[name])
+
+        for rel, statement in found:
+            visit(_object_name(statement), [])
+        return ordered
+
+    # -- planning ------------------------------------------------------------------------------
+    @property
+    def objects(self) -> dict[str, RwObject]:
+        if self._objects is None:
+            self._objects = self._plan()
+        return self._objects
+
+    def get(self, name: str) -> RwObject:
+        return self.objects[name]
+
+    def downstream(self, names) -> list[str]:
+        """`names` and every object reading them, directly or not, in topological order."""
+        wanted = set(names)
+        for obj in self.objects.values():
+            if wanted.intersection(obj.deps):
+                wanted.add(obj.name)
+        return [n for n in self.objects if n in wanted]
+
+    def upstream(self, names) -> list[str]:
+        """`names` and every object they read, directly or not, in topological order."""
+        wanted: set[str] = set()
+        stack = list(names)
+        while stack:
+            n = stack.pop()
+            if n not in wanted:
+                wanted.add(n)
+                stack.extend(self.objects[n].deps)
+        return [n for n in self.objects if n in wanted]
+
+    def _plan(self) -> dict[str, RwObject]:
+        """Create every object in an empty scratch warehouse: the engine's own planner checks the SQL
+        (unsupported constructs fail here, at definition time) and tells columns and keys."""
+        from .. import dbapi
+
+        expectations = load_expectations(self.project_dir / EXPECTATIONS_FILE)
+        scratch = tempfile.mkdtemp(prefix="rw-project-")
+        objects: dict[str, RwObject] = {}
+        try:
+            with dbapi.connect(scratch, engine="duckdb") as conn:
+                for rel, statement in self.ordered_statements():
+                    name = _object_name(statement)
+                    written = self._written.get(id(statement), statement.sql)
+                    try:
+                        conn.execute(written)
+                    except ProgrammingError as e:
+                        raise ProgrammingError(f"{rel}: {e}") from None
+                    cat = conn.wh.catalog()
+                    c = cat.get(name)
+                    deps = _visible_inputs(cat, c) if c else references(statement)
+                    obj = RwObject(name=name, kind=c.kind if c else type(statement).__name__[6:].lower(),
+                                   sql=statement.sql, path=rel, deps=deps, deploy_sql=written)
+                    if c is not None:
+                        obj.columns = [RwColumn(col.name, col.type, col.name not in c.pk) for col in c.visible_columns]
+                        obj.primary_key = list(c.pk)
+                        hidden = {col.name for col in c.columns if col.hidden}
+                        obj.stream_key = [k for k in c.stream_key if k not in hidden]
+                        obj.append_only = c.append_only
+                        if c.kind != TABLE:
+                            obj.column_lineage = column_lineage(statement, obj, objects)
+                    objects[name] = obj
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        unknown = set(expectations) - set(objects)
+        if unknown:
+            raise ProgrammingError(f"{EXPECTATIONS_FILE}: expectations for objects the project does not declare: "
+                                   + ", ".join(sorted(unknown)))
+        for name, items in expectations.items():
+            objects[name].expectations = items
+        return objects
+
+
+def _visible_inputs(cat, c) -> list[str]:
+    """An object's inputs, seen through internal objects (the view planned for CREATE SINK ... AS)."""
+    out: list[str] = []
+    for name in c.inputs:
+        inner = cat.get(name)
+        names = _visible_inputs(cat, inner) if inner is not None and (inner.options or {}).get("internal_of") \
+            else [name]
+        out.extend(n for n in names if n not in out)
+    return out
+
+
+def column_lineage(statement: st.Statement, obj: RwObject, known: dict[str, RwObject]) -> dict:
+    """Per output column, the (object, column) pairs it is computed from, traced by sqlglot."""
+    query = getattr(statement, "query", None) or getattr(statement, "as_query", None)
+    if query is None:
+        return {}
+    schema = {name: {c.name: c.type for c in o.columns} for name, o in known.items()}
+    out: dict[str, list[tuple[str, str]]] = {}
+    for col in obj.columns:
+        try:
+            root = sqlglot_lineage(col.name, query, schema=schema, dialect=st.DIALECT)
+        except (sqlglot_errors.SqlglotError, KeyError, ValueError):
+            continue  # sqlglot cannot trace every expression (e.g. some window frames): leave it out
+        deps: list[tuple[str, str]] = []
+        for node in root.walk():
+            if isinstance(node.expression, exp.Table) and not node.downstream:
+                source = node.expression.name
+                column = node.name.split(".")[-1].strip('"')
+                if source in known and (source, column) not in deps:
+                    deps.append((source, column))
+        out[col.name] = deps
+    return out
+
+
+def load_expectations(path: Path) -> dict[str, list[dict]]:
+    """`expectations.yaml`: per object, a list of Great Expectations expectations.
+
+        orders:
+          - expect_column_values_to_not_be_null: {column: order_id}
+          - expect_column_values_to_be_between: {column: amount, min_value: 0}
+    """
+    if not path.exists():
+        return {}
+    import yaml
+
+    doc = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(doc, dict):
+        raise ProgrammingError(f"{path.name}: expected a mapping of object name to a list of expectations")
+    out: dict[str, list[dict]] = {}
+    for name, items in doc.items():
+        parsed = []
+        for item in items or []:
+            if isinstance(item, str):
+                item = {item: {}}
+            if not isinstance(item, dict) or len(item) != 1:
+                raise ProgrammingError(f"{path.name}: {name}: each expectation is one `expect_...: {{kwargs}}` entry")
+            (etype, kwargs), = item.items()
+            if not str(etype).startswith("expect_"):
+                raise ProgrammingError(f"{path.name}: {name}: {etype!r} is not a Great Expectations expectation")
+            parsed.append({"type": etype, "kwargs": dict(kwargs or {})})
+        out[str(name)] = parsed
+    return out

@@ -1,0 +1,234 @@
+"""`RwResource`: the warehouse and Spark settings of a deployment, and the work a materialization does.
+
+One resource instance opens one connection per run (the first time a step needs it) and so at most
+one Spark session per run process, started only when a step is large enough to need Spark. Inside an
+asset function, `yield from rw.refresh(context).stream()` brings every selected object to the newest
+epoch its inputs have committed and yields its materialization and check results, like dagster-dbt's
+`dbt.cli([...], context=context).stream()`.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import dagster as dg
+from pydantic import Field, PrivateAttr
+
+from .. import dbapi
+from ..errors import Error
+from ..runtime import epochs
+from .project import RwProject
+
+PROJECT_DIR_KEY = "dagster_rw/project_dir"
+_PROJECTS: dict[str, RwProject] = {}
+
+
+def project_for(path: str) -> RwProject:
+    if path not in _PROJECTS:
+        _PROJECTS[path] = RwProject(path)
+    return _PROJECTS[path]
+
+
+class RwResource(dg.ConfigurableResource):
+    """Where the warehouse lives and how Spark runs."""
+
+    warehouse: str = Field(default=".dagster_rw", description="A local folder, file:// or s3://bucket/prefix URL.")
+    s3_endpoint_url: str | None = Field(default=None, description="An S3-compatible endpoint (else boto3's own).")
+    aws_access_key_id: str | None = None
+    aws_secret_access_key: str | None = None
+    aws_region: str | None = None
+    spark: str = Field(default="local", description="'local', 'local[N]' or a Spark Connect URL sc://host:port.")
+    spark_conf: dict[str, str] = Field(default_factory=dict, description="Settings for an embedded local session.")
+    engine: str = Field(default="auto", description="'auto' (by step size), 'duckdb' or 'spark'.")
+    spark_threshold_rows: int = Field(default=2_000_000, description="Steps reading more rows than this use Spark.")
+    check_full_max_rows: int = Field(default=100_000,
+                                     description="The batch-equality check compares whole views up to this size, "
+                                                 "and a sample of keys above it.")
+    check_sample_keys: int = 1_000
+    warehouse_options: dict[str, str] = Field(
+        default_factory=dict, description="Other connect() options, e.g. sink_retry_attempts, compact_max_files.")
+    sink_stuck_after_seconds: float = Field(default=600.0,
+                                            description="The sink_not_stuck check fails once a sink has failed "
+                                                        "to deliver for longer than this.")
+
+    _conn: dbapi.Connection | None = PrivateAttr(default=None)
+    _spark_started: float | None = PrivateAttr(default=None)
+
+    # -- connection ----------------------------------------------------------------------------
+    def _spark_factory(self):
+        def start():
+            from ..engine.spark import local_session, session_for
+
+            t0 = time.perf_counter()
+            if self.spark.startswith("sc://"):
+                session = session_for(self.spark)
+            else:
+                cores = self.spark[self.spark.find("[") + 1:self.spark.find("]")] if "[" in self.spark else "2"
+                session = local_session(cores=int(cores) if cores.isdigit() else 2, conf=dict(self.spark_conf))
+            self._spark_started = time.perf_counter() - t0
+            return session
+
+        return start
+
+    def get_connection(self) -> dbapi.Connection:
+        """The run's connection (opened on first use; Spark starts only if a step needs it)."""
+        if self._conn is None or self._conn.closed:
+            self._conn = dbapi.connect(
+                self.warehouse, spark=self._spark_factory(), s3_endpoint_url=self.s3_endpoint_url,
+                aws_access_key_id=self.aws_access_key_id, aws_secret_access_key=self.aws_secret_access_key,
+                aws_region=self.aws_region, engine=self.engine, spark_threshold_rows=self.spark_threshold_rows,
+                **{k: _option_value(v) for k, v in self.warehouse_options.items()})
+        return self._conn
+
+    def teardown_after_execution(self, context) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    @property
+    def spark_start_seconds(self) -> float | None:
+        """How long this resource's Spark session took to start, if it started."""
+        return self._spark_started
+
+    # -- deployment ----------------------------------------------------------------------------
+    def deploy(self, project: RwProject, names: list[str] | None = None) -> list[str]:
+        """Create the project's objects that the warehouse lacks (with what they read), in order;
+        returns the names created. An object that exists with a different definition is an error."""
+        from .deploy import deploy
+
+        return deploy(self.get_connection(), project, names)
+
+    # -- work ----------------------------------------------------------------------------------
+    def refresh(self, context: dg.AssetExecutionContext, project: RwProject | None = None) -> RwRefresh:
+        if project is None:
+            project = project_from_context(context)
+        return RwRefresh(self, context, project)
+
+    def maintain(self, project: RwProject | None = None) -> dict:
+        """Compaction of every object's state and removal of files nothing needs any more."""
+        conn = self.get_connection()
+        conn.wh.sync()
+        merged = {}
+        names = list(project.objects) if project else [o.name for o in conn.wh.catalog().topological()]
+        for name in names:
+            if conn.wh.catalog().get(name) is not None:
+                merged[name] = conn.compact(name)
+        conn.wh.collect_garbage()
+        return merged
+
+
+def _option_value(text):
+    """Config strings as the numbers and switches connect() expects."""
+    if not isinstance(text, str):
+        return text
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+_BASE_STATUS = {"name", "kind", "epoch", "lag_epochs", "state_rows", "state_bytes", "sst_files", "engine",
+                "epochs_processed", "rows_in", "rows_inserted", "rows_deleted", "step_seconds", "row_count"}
+
+
+def status_metadata(conn, name: str, already: dict) -> dict:
+    """What `status()` says about the object beyond the common figures (a source's end offsets and
+    consumer lag, a sink's position, backlog, last error and retries), as `dagster_rw/...` metadata."""
+    row = next((r for r in conn.status() if r["name"] == name), {})
+    out = {}
+    for k, v in row.items():
+        key = f"dagster_rw/{k}"
+        if k in _BASE_STATUS or key in already or v is None:
+            continue
+        if isinstance(v, (bool, str)):
+            out[key] = str(v) if isinstance(v, bool) else v
+        elif isinstance(v, (int, float)):
+            out[key] = v
+        elif isinstance(v, (dict, list)):
+            out[key] = dg.MetadataValue.json(v)
+    return out
+
+
+def project_from_context(context) -> RwProject:
+    for spec in context.assets_def.specs:
+        path = spec.metadata.get(PROJECT_DIR_KEY)
+        if path is not None:
+            return project_for(path.value if hasattr(path, "value") else path)
+    raise dg.DagsterInvariantViolationError(
+        "rw.refresh(context) found no dagster-rw project on this asset: build it with @rw_assets(project=...)")
+
+
+class RwRefresh:
+    """The refresh of the assets selected in one step; `stream()` yields their results in order."""
+
+    def __init__(self, resource: RwResource, context, project: RwProject):
+        self.resource = resource
+        self.context = context
+        self.project = project
+
+    def selected_names(self) -> list[str]:
+        keys = self.context.selected_asset_keys
+        by_key = {}
+        for spec in self.context.assets_def.specs:
+            if spec.key in keys:
+                by_key[spec.key] = spec.metadata.get("dagster_rw/name")
+        names = {(v.value if hasattr(v, "value") else v) for v in by_key.values() if v is not None}
+        return [n for n in self.project.objects if n in names]
+
+    def stream(self) -> Iterator:
+        from . import checks
+
+        conn = self.resource.get_connection()
+        names = self.selected_names()
+        created = self.resource.deploy(self.project, names)
+        if created:
+            self.context.log.info(f"created in the warehouse: {', '.join(created)}")
+        conn.wh.sync()
+        selected_checks = set(self.context.selected_asset_check_keys)
+        key_of = {spec.metadata["dagster_rw/name"].value if hasattr(spec.metadata["dagster_rw/name"], "value")
+                  else spec.metadata["dagster_rw/name"]: spec.key for spec in self.context.assets_def.specs}
+        for name in names:
+            before = conn.wh.manifest(name)
+            before_epoch = before.epoch if before.exists else None
+            t0 = time.perf_counter()
+            try:
+                epoch = conn.refresh(name)
+            except Error:
+                if self.project.get(name).kind == "sink":
+                    # a sink that cannot deliver: report how long it has been stuck, then fail the
+                    # step so the retry policy applies (views are in other runs: they go on)
+                    for check_key in checks.check_keys_for(self.context.assets_def, key_of[name]):
+                        if check_key in selected_checks:
+                            yield checks.evaluate(self.resource, conn, self.project.get(name), check_key)
+                raise
+            seconds = time.perf_counter() - t0
+            after = conn.wh.manifest(name)
+            newest = epochs.newest_epoch(conn.wh.store)
+            stepped = before_epoch is None or epoch != before_epoch
+            stats = after.stats if stepped else {}
+            row_count = after.stats.get("row_count")
+            if row_count is None:
+                row_count = conn.engine.num_rows(conn.wh.snapshot(name))
+            metadata = {
+                "dagster_rw/epoch": epoch,
+                "dagster_rw/lag_epochs": newest - epoch,
+                "dagster_rw/epochs_processed": int(stats.get("epochs_processed", 0)),
+                "dagster_rw/rows_inserted": int(stats.get("rows_inserted", 0)),
+                "dagster_rw/rows_deleted": int(stats.get("rows_deleted", 0)),
+                "dagster_rw/state_rows": after.state_rows(),
+                "dagster_rw/state_bytes": after.state_bytes(),
+                "dagster_rw/sst_files": after.sst_count(),
+                "dagster_rw/step_seconds": float(round(seconds, 6)),
+                "dagster_rw/engine": str(stats.get("engine", "none (already at the newest epoch)")),
+                "dagster/row_count": int(row_count),
+            }
+            metadata.update(status_metadata(conn, name, metadata))
+            asset_key = key_of[name]
+            yield dg.MaterializeResult(asset_key=asset_key, metadata=metadata)
+            for check_key in checks.check_keys_for(self.context.assets_def, asset_key):
+                if check_key in selected_checks:
+                    yield checks.evaluate(self.resource, conn, self.project.get(name), check_key)

@@ -1,0 +1,122 @@
+"""The barrier sensor: cuts the input into epochs and asks for the runs that apply them.
+
+On each tick: if any input has something a barrier would seal, cut one barrier and request one run
+of exactly the assets that can advance (the inputs holding new data, everything downstream of them,
+and the lagging inputs those views also read, so the views can reach the new epoch). The epoch is in
+the run key and the tags; the cursor keeps the last epoch requested. An epoch sealed but never
+requested (a tick that died after its barrier, a FLUSH from another process) is requested by the next
+tick without cutting another barrier, so a retried tick never seals the same data into two epochs.
+Sinks run in their own run, so a failing sink never fails the views' run.
+"""
+from __future__ import annotations
+
+import json
+
+import dagster as dg
+
+from ..runtime import epochs
+from .project import RwProject
+from .resource import PROJECT_DIR_KEY, RwResource, project_for
+
+EPOCH_TAG = "dagster_rw/epoch"
+
+
+def _project_and_keys(assets: list[dg.AssetsDefinition]) -> tuple[RwProject, dict[str, dg.AssetKey], set[str]]:
+    project, keys, sink_names = None, {}, set()
+    for a in assets:
+        for spec in a.specs:
+            path, name = spec.metadata.get(PROJECT_DIR_KEY), spec.metadata.get("dagster_rw/name")
+            if path is None or name is None:
+                continue
+            path = path.value if hasattr(path, "value") else path
+            name = name.value if hasattr(name, "value") else name
+            p = project_for(path)
+            if project is not None and p.project_dir != project.project_dir:
+                raise dg.DagsterInvalidDefinitionError("build_barrier_sensor: the assets come from two SQL projects")
+            project = p
+            keys[name] = spec.key
+            if p.get(name).kind == "sink":
+                sink_names.add(name)
+    if project is None:
+        raise dg.DagsterInvalidDefinitionError("build_barrier_sensor: no dagster-rw assets given")
+    return project, keys, sink_names
+
+
+def advancing_objects(conn, project: RwProject, upto: int) -> list[str]:
+    """The project's objects a run to epoch `upto` would advance, in topological order."""
+    wh = conn.wh
+    wh.sync()
+    fresh = set(wh.sealed_unapplied(upto))
+    fresh.update(getattr(wh, "sources_with_new_records", lambda upto: set())(upto))
+
+    def committed(name: str) -> int:
+        m = wh.manifest(name)
+        obj = wh.catalog().get(name)
+        return m.epoch if m.exists else (obj.created_epoch if obj else 0)
+
+    selected: set[str] = set()
+    for name, obj in project.objects.items():
+        if wh.catalog().get(name) is None:
+            continue
+        if name in fresh or any(d in selected or committed(d) > committed(name) for d in obj.deps):
+            selected.add(name)
+    # a view can only reach the new epoch once every input has: bring its lagging inputs along
+    for name in project.upstream(selected):
+        if committed(name) < upto:
+            selected.add(name)
+    return [n for n in project.objects if n in selected]
+
+
+def build_barrier_sensor(assets: dg.AssetsDefinition | list[dg.AssetsDefinition], *,
+                         name: str = "rw_barrier_sensor", resource_key: str = "rw",
+                         minimum_interval_seconds: int = 5,
+                         default_status: dg.DefaultSensorStatus = dg.DefaultSensorStatus.STOPPED,
+                         deploy: bool = True) -> dg.SensorDefinition:
+    """A sensor over the given rw assets. With `deploy`, each tick first creates the project's objects
+    the warehouse lacks, so data can be inserted as soon as the sensor runs."""
+    assets = [assets] if isinstance(assets, dg.AssetsDefinition) else list(assets)
+    project, keys, sink_names = _project_and_keys(assets)
+    check_keys = {k for a in assets for k in a.check_keys}
+
+    @dg.sensor(name=name, target=assets, minimum_interval_seconds=minimum_interval_seconds,
+               default_status=default_status, required_resource_keys={resource_key},
+               description="Cuts a barrier when inputs have new data and requests the run that applies it.")
+    def _barrier_sensor(context):
+        rw: RwResource = getattr(context.resources, resource_key)
+        conn = rw.get_connection()
+        try:
+            if deploy:
+                created = rw.deploy(project)
+                if created:
+                    context.log.info(f"created in the warehouse: {', '.join(created)}")
+            last = json.loads(context.cursor)["epoch"] if context.cursor else 0
+            newest = epochs.newest_epoch(conn.wh.store)
+            pending = conn.pending_inputs()
+            if pending:
+                epoch = conn.barrier()
+                context.log.info(f"barrier {epoch} sealed {pending}")
+            elif newest > last:
+                epoch = newest  # sealed by someone else (or by a tick that died) but never requested
+            else:
+                return dg.SkipReason(f"nothing new since epoch {newest}")
+            names = [n for n in advancing_objects(conn, project, epoch) if n in keys]
+            cursor = json.dumps({"epoch": epoch})
+            if not names:
+                return dg.SensorResult(skip_reason=f"epoch {epoch}: no asset can advance", cursor=cursor)
+            requests = []
+            views = [n for n in names if n not in sink_names]
+            sinks = [n for n in names if n in sink_names]
+            for group, suffix in ((views, ""), (sinks, "-sinks")):
+                if not group:
+                    continue
+                asset_keys = [keys[n] for n in group]
+                requests.append(dg.RunRequest(
+                    run_key=f"rw-epoch-{epoch}{suffix}",
+                    asset_selection=asset_keys,
+                    asset_check_keys=[k for k in check_keys if k.asset_key in set(asset_keys)],
+                    tags={EPOCH_TAG: str(epoch), "dagster_rw/objects": ",".join(group)[:200]}))
+            return dg.SensorResult(run_requests=requests, cursor=cursor)
+        finally:
+            rw.teardown_after_execution(None)
+
+    return _barrier_sensor

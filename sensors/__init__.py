@@ -1,0 +1,21 @@
+"""The reference deployment's barrier sensor and maintenance schedule."""
+import os
+
+import dagster as dg
+
+from assets import shop, shop_assets
+from dagster_rw.dagster import (
+    build_barrier_sensor,
+    build_maintenance_job,
+    build_maintenance_schedule,
+)
+
+barrier_sensor = build_barrier_sensor(
+    shop_assets, name="shop_barrier_sensor",
+    minimum_interval_seconds=int(os.environ.get("DAGSTER_RW_SENSOR_INTERVAL", "5")),
+    # DAGSTER_RW_SENSOR_RUNNING=1 starts it with the daemon (else turn it on in the UI)
+    default_status=dg.DefaultSensorStatus.RUNNING if os.environ.get("DAGSTER_RW_SENSOR_RUNNING") == "1"
+    else dg.DefaultSensorStatus.STOPPED)
+maintenance_job = build_maintenance_job(shop, name="shop_maintenance")
+maintenance_schedule = build_maintenance_schedule(
+    maintenance_job, os.environ.get("DAGSTER_RW_MAINTENANCE_CRON", "*/30 * * * *"), name="shop_maintenance_schedule")

@@ -1,0 +1,125 @@
+"""The reference deployment as Dagster's own tools load it: `dagster definitions validate`, and the
+webserver's GraphQL API listing every object of the SQL project as an asset with its dependencies."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from kafka_broker import free_port
+
+import dagster_rw
+from dagster_rw.dagster import RwProject
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _env(tmp_path) -> dict:
+    home = tmp_path / "dagster_home"
+    home.mkdir(exist_ok=True)
+    return {**os.environ, "DAGSTER_HOME": str(home), "DAGSTER_RW_WAREHOUSE": str(tmp_path / "wh")}
+
+
+def _bin(name: str) -> str:
+    return str(Path(sys.executable).with_name(name))
+
+
+def test_definitions_validate(tmp_path):
+    out = subprocess.run([_bin("dagster"), "definitions", "validate", "-w", "workspace.yaml"], cwd=ROOT,
+                         env=_env(tmp_path), capture_output=True, text=True, timeout=300, check=False)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "All code locations passed validation" in out.stdout + out.stderr
+
+
+def _graphql(port: int, query: str) -> dict:
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", data=json.dumps({"query": query}).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.loads(r.read())
+
+
+@pytest.fixture(scope="module")
+def dagster_dev(tmp_path_factory):
+    """`dagster dev -w workspace.yaml` (webserver and daemon), the barrier sensor on, ticking every second."""
+    tmp_path = tmp_path_factory.mktemp("dagster_dev")
+    port = free_port()
+    env = {**_env(tmp_path), "DAGSTER_RW_SENSOR_RUNNING": "1", "DAGSTER_RW_SENSOR_INTERVAL": "1"}
+    log_path = tmp_path / "dagster.log"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen([_bin("dagster"), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
+                                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        yield {"port": port, "warehouse": env["DAGSTER_RW_WAREHOUSE"], "home": env["DAGSTER_HOME"],
+               "log": log_path, "proc": proc}
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def _wait(predicate, what: str, server: dict, timeout: float = 180):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert server["proc"].poll() is None, server["log"].read_text()[-3000:]
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"{what} within {timeout}s; log: {server['log'].read_text()[-3000:]}")
+
+
+def test_webserver_shows_every_object_with_its_lineage(dagster_dev):
+    query = "{ assetNodes { assetKey { path } dependencyKeys { path } groupName kinds } }"
+
+    def nodes():
+        try:
+            return (_graphql(dagster_dev["port"], query).get("data") or {}).get("assetNodes")
+        except OSError:
+            return None
+
+    listed = _wait(nodes, "the webserver listed no assets", dagster_dev)
+    got = {n["assetKey"]["path"][-1]: {d["path"][-1] for d in n["dependencyKeys"]} for n in listed}
+    project = RwProject(ROOT / "assets" / "shop")
+    assert got == {name: set(obj.deps) for name, obj in project.objects.items()}
+    assert got["order_lines"] == {"orders", "items"} and got["longest_visit"] == {"visit", "info"}
+    kinds = {n["assetKey"]["path"][-1]: set(n["kinds"]) for n in listed}
+    assert kinds["orders"] == {"spark", "table"} and kinds["order_lines"] == {"spark", "view"}
+    assert {n["groupName"] for n in listed} == {"shop"}
+
+
+def test_daemon_runs_the_sensor_and_its_runs(dagster_dev):
+    """Rows inserted from another process reach the views through the daemon's sensor and a run."""
+    with dagster_rw.connect(dagster_dev["warehouse"]) as feeder:
+        _wait(lambda: len(feeder.status()) == 9, "the sensor's first tick did not create the objects", dagster_dev)
+        cli = [_bin("dagster-rw"), "--warehouse", dagster_dev["warehouse"], "sql"]
+        subprocess.run(cli + ["INSERT INTO items VALUES (1, 'pen', 2.50), (2, 'ink', 7.00)"], check=True)
+        subprocess.run(cli + ["INSERT INTO orders VALUES (101, 1, 'ann', 3, now()), (102, 2, 'bob', 1, now())"],
+                       check=True)
+        subprocess.run(cli + ["UPDATE orders SET item_id = 2 WHERE id = 101"], check=True)
+
+        def lines():
+            feeder.wh.sync()
+            rows = feeder.execute("SELECT order_id, item, amount FROM order_lines").fetchall()
+            return rows if len(rows) == 2 else None
+
+        rows = _wait(lines, "order_lines did not reach the inserted rows", dagster_dev)
+        assert sorted((r[0], r[1], float(r[2])) for r in rows) == [(101, "ink", 21.0), (102, "ink", 7.0)]
+        epoch = {r["name"]: r for r in feeder.status()}["order_lines"]["epoch"]
+    tag = json.dumps({"key": "dagster_rw/epoch", "value": str(epoch)}).replace('"key"', "key").replace('"value"', "value")
+    query = "{ runsOrError(filter: {tags: [" + tag + "]}) { ... on Runs { results { status } } } }"
+
+    def finished():
+        runs = _graphql(dagster_dev["port"], query)["data"]["runsOrError"]["results"]
+        return runs if runs and all(r["status"] in ("SUCCESS", "FAILURE", "CANCELED") for r in runs) else None
+
+    runs = _wait(finished, f"the run of epoch {epoch} did not finish", dagster_dev)
+    assert [r["status"] for r in runs] == ["SUCCESS"]
