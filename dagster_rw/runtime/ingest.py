@@ -22,7 +22,7 @@ from ..operators.base import W
 from ..sources.decode import RecordDecoder
 from ..sources.kafka import KafkaTopic
 from ..sources.spec import KafkaSourceSpec
-from ..storage.catalog import SOURCE, CatalogObject
+from ..storage.catalog import SOURCE, TABLE, CatalogObject
 from ..storage.manifest import Manifest
 from ..storage.state_table import DELETED, StateTable
 from . import epochs, step
@@ -40,7 +40,8 @@ PARTITION_SHIFT = 40  # hidden row id = partition << 40 | offset: stable across 
 
 
 def is_connector(obj: CatalogObject) -> bool:
-    return bool(obj.options.get("connector"))
+    """A source, or a table fed by a connector (a sink has a connector too, but it is an output)."""
+    return obj.kind in (SOURCE, TABLE) and bool((obj.options or {}).get("connector"))
 
 
 def spec_of(obj: CatalogObject) -> KafkaSourceSpec:
