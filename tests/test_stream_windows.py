@@ -77,7 +77,7 @@ def workloads(draw):
     return rounds, bound, late_view, early_barriers
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
 @given(workloads())
 def test_windowed_views_over_a_kafka_source_equal_duckdb(kafka_broker, tmp_path_factory, workload):
     rounds, bound, late_view, early_barriers = workload
@@ -159,7 +159,7 @@ def _window_pairs(secs: int, slide: int, size: int):
     return [(start - i * slide, start - i * slide + size) for i in range(size // slide)]
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
 @given(late_workloads())
 def test_emit_on_window_close_equals_duckdb_over_the_windows_the_watermark_closed(
         kafka_broker, tmp_path_factory, workload):
@@ -245,7 +245,7 @@ def lookup_workloads(draw):
     return rounds
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
 @given(lookup_workloads())
 def test_temporal_join_sees_the_dimension_as_of_each_epoch_and_never_retracts(
         kafka_broker, tmp_path_factory, rounds):
