@@ -26,7 +26,11 @@ class PartitionRecords:
 
 
 def _consumer(bootstrap: str, topic: str, fresh: bool = False, timeout: float = 20.0):
-    from kafka import KafkaConsumer
+    try:
+        from kafka import KafkaConsumer
+    except ImportError:
+        raise OperationalError(f"Kafka topic {topic!r}: Kafka sources need kafka-python "
+                               "(pip install 'dagster-rw[kafka]')") from None
 
     key = bootstrap
     with _LOCK:
