@@ -226,7 +226,20 @@ class Connection:
                 schema[name] = {c.name: c.type for c in obj.visible_columns}
         return typed_query(query, schema).sql(dialect="duckdb")
 
+    def batch_query(self, query: exp.Expression) -> exp.Expression:
+        """A SELECT as the batch engines run it: TUMBLE / HOP expanded into plain subqueries."""
+        from .sql.batch_windows import expand_time_windows
+
+        def micros(e):
+            if not isinstance(e, exp.Interval):
+                raise ProgrammingError(f"a window size that is not an INTERVAL literal: {e.sql(dialect='postgres')}")
+            return int(self.engine.sql(f"SELECT epoch_us(TIMESTAMP '1970-01-01' + {e.sql(dialect='duckdb')}) AS i")
+                       .column(0)[0].as_py())
+
+        return expand_time_windows(query, self.wh.catalog().get, micros)
+
     def run_query(self, query: exp.Expression):
+        query = self.batch_query(query)
         try:
             return self._run_query(query)
         except (FileNotFoundError, ProgrammingError) as e:

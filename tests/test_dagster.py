@@ -424,3 +424,62 @@ def test_sinks_run_apart_with_their_metadata_and_stuck_check(tmp_path):
             assert_same(pg.rows("item_revenue", "item_id, item, orders, units, revenue"), want, "revenue_pg")
     finally:
         pg.drop()
+
+
+# -- Kafka sources: the sensor cuts barriers on new records -------------------------------------
+def test_sensor_cuts_barriers_on_kafka_records(kafka_broker, tmp_path):
+    import datetime
+    import uuid
+
+    import duckdb
+
+    topic = f"clicks-{uuid.uuid4().hex[:8]}"
+    kafka_broker.create_topic(topic, partitions=3)
+    folder = tmp_path / "streams"
+    folder.mkdir()
+    (folder / "clicks.sql").write_text(f"""
+CREATE SOURCE clicks (page int, ms int, ts timestamp) WITH (
+    connector = 'kafka', topic = '{topic}', properties.bootstrap.server = '{kafka_broker.bootstrap}',
+    scan.startup.mode = 'earliest') FORMAT PLAIN ENCODE JSON;
+CREATE MATERIALIZED VIEW clicks_per_minute AS
+SELECT page, window_start, count(*) AS clicks, max(ms) AS slowest
+FROM TUMBLE(clicks, ts, INTERVAL '1' MINUTE) GROUP BY page, window_start;
+""")
+    project = RwProject(folder)
+    assets = build_rw_assets(project)
+    specs = {s.key.path[-1]: s for a in assets for s in a.specs}
+    assert specs["clicks"].kinds == {"spark", "source"}
+    assert {d.asset_key.path[-1] for d in specs["clicks_per_minute"].deps} == {"clicks"}
+    resource = RwResource(warehouse=str(tmp_path / "wh"), engine="duckdb")
+    sensor = build_barrier_sensor(assets)
+    rng = random.Random(4)
+    events = []
+    t0 = datetime.datetime(2026, 11, 22, 8, 0, 0)
+    with dg.instance_for_test() as instance:
+        result, cursor = _tick(sensor, instance, resource, None)
+        assert not result.run_requests
+        for round_ in range(2):
+            for p in range(3):
+                batch = [{"page": rng.randint(1, 4), "ms": rng.randint(1, 900),
+                          "ts": (t0 + datetime.timedelta(seconds=rng.randint(0, 300))).isoformat(sep=" ")}
+                         for _ in range(rng.randint(1, 15))]
+                events.extend(batch)
+                kafka_broker.produce(topic, [json.dumps(e) for e in batch], partition=p)
+            result, cursor = _tick(sensor, instance, resource, cursor)
+            (request,) = result.run_requests
+            assert {k.path[-1] for k in request.asset_selection} == {"clicks", "clicks_per_minute"}
+            run = _run(assets, request, resource, instance)
+            assert run.success
+            mats = _materializations(run)
+            assert mats["clicks"]["dagster_rw/consumer_lag"] == 0
+            assert sum(mats["clicks"]["dagster_rw/source_end_offsets"].values()) == len(events)
+            with dagster_rw.connect(str(tmp_path / "wh")) as conn:
+                got = conn.execute("SELECT page, window_start, clicks, slowest FROM clicks_per_minute").fetchall()
+            db = duckdb.connect()
+            db.execute("CREATE TABLE ev (page INT, ms INT, ts TIMESTAMP)")
+            db.executemany("INSERT INTO ev VALUES (?, ?, ?)", [(e["page"], e["ms"], e["ts"]) for e in events])
+            want = db.sql("SELECT page, time_bucket(INTERVAL '1 minute', ts) AS ws, count(*), max(ms) "
+                          "FROM ev GROUP BY ALL").fetchall()
+            assert_same(got, want, "clicks_per_minute")
+        result, _ = _tick(sensor, instance, resource, cursor)
+        assert not result.run_requests  # every record is sealed and applied

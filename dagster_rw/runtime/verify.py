@@ -62,7 +62,7 @@ def batch_check(conn, name: str, full_max_rows: int = 100_000, sample_keys: int 
     if ahead:
         return {"passed": True, "compared": False, "epoch": epoch,
                 "note": f"inputs at other epochs than the view's {epoch}: {ahead}; compared nothing"}
-    query = st.view_query(obj.sql)
+    query = conn.batch_query(st.view_query(obj.sql))
     rels = conn.snapshot_relations(query)
     engine = conn.engine
     visible = obj.visible_columns

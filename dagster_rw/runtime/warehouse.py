@@ -357,15 +357,20 @@ class Warehouse:
 
     def sealed_unapplied(self, upto: int | None = None) -> dict[str, int]:
         """Inputs holding data sealed in epochs up to `upto` (default: the newest) that they have not
-        applied yet, and how much (staged DML batches per table)."""
+        applied yet, and how much: staged DML batches per table, Kafka records per source."""
         upto = epochs.newest_epoch(self.store) if upto is None else upto
         out = {}
         for obj in self.catalog().topological():
-            if obj.kind != TABLE:
-                continue
             m = self.manifest(obj.name)
-            committed = m.epoch if m.exists else obj.created_epoch
-            n = len(epochs.batches_for(self.store, obj.name, committed, upto)) if committed < upto else 0
+            if ingest.is_connector(obj):
+                recorded = ingest.recorded_offsets(self.store, obj, upto) or {}
+                committed = ingest.committed_offsets(m)
+                n = sum(max(0, end - committed.get(p, 0)) for p, end in recorded.items())
+            elif obj.kind == TABLE and not obj.options.get("as_query"):
+                committed = m.epoch if m.exists else obj.created_epoch
+                n = len(epochs.batches_for(self.store, obj.name, committed, upto)) if committed < upto else 0
+            else:
+                continue
             if n:
                 out[obj.name] = n
         return out
