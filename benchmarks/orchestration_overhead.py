@@ -138,7 +138,7 @@ def through_daemon(rounds: int = 3) -> None:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     log = open(tmp / "dagster.log", "w")  # noqa: SIM115 - lives as long as the server
-    server = subprocess.Popen([str(Path(sys.executable).with_name("dagster")), "dev", "-w", "workspace.yaml",
+    server = subprocess.Popen([sys.executable, "-m", "dagster", "dev", "-w", "workspace.yaml",
                                "-h", "127.0.0.1", "-p", str(port)], cwd=ROOT, env=env, stdout=log,
                               stderr=subprocess.STDOUT)
     figures = {"insert_to_run_requested": [], "launch_and_worker_start": [], "worker_setup": [],

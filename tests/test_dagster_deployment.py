@@ -26,12 +26,14 @@ def _env(tmp_path) -> dict:
     return {**os.environ, "DAGSTER_HOME": str(home), "DAGSTER_RW_WAREHOUSE": str(tmp_path / "wh")}
 
 
-def _bin(name: str) -> str:
-    return str(Path(sys.executable).with_name(name))
+def _cli(name: str) -> list[str]:
+    """A console script run by this interpreter (so a venv or --system-site-packages install both work)."""
+    module = {"dagster": "dagster", "dagster-rw": "dagster_rw.cli"}[name]
+    return [sys.executable, "-m", module]
 
 
 def test_definitions_validate(tmp_path):
-    out = subprocess.run([_bin("dagster"), "definitions", "validate", "-w", "workspace.yaml"], cwd=ROOT,
+    out = subprocess.run([*_cli("dagster"), "definitions", "validate", "-w", "workspace.yaml"], cwd=ROOT,
                          env=_env(tmp_path), capture_output=True, text=True, timeout=300, check=False)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "All code locations passed validation" in out.stdout + out.stderr
@@ -52,7 +54,7 @@ def dagster_dev(tmp_path_factory):
     env = {**_env(tmp_path), "DAGSTER_RW_SENSOR_RUNNING": "1", "DAGSTER_RW_SENSOR_INTERVAL": "1"}
     log_path = tmp_path / "dagster.log"
     with open(log_path, "w") as log:
-        proc = subprocess.Popen([_bin("dagster"), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
+        proc = subprocess.Popen([*_cli("dagster"), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
                                 cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         yield {"port": port, "warehouse": env["DAGSTER_RW_WAREHOUSE"], "home": env["DAGSTER_HOME"],
@@ -100,7 +102,7 @@ def test_daemon_runs_the_sensor_and_its_runs(dagster_dev):
     """Rows inserted from another process reach the views through the daemon's sensor and a run."""
     with dagster_rw.connect(dagster_dev["warehouse"]) as feeder:
         _wait(lambda: len(feeder.status()) == 9, "the sensor's first tick did not create the objects", dagster_dev)
-        cli = [_bin("dagster-rw"), "--warehouse", dagster_dev["warehouse"], "sql"]
+        cli = [*_cli("dagster-rw"), "--warehouse", dagster_dev["warehouse"], "sql"]
         subprocess.run(cli + ["INSERT INTO items VALUES (1, 'pen', 2.50), (2, 'ink', 7.00)"], check=True)
         subprocess.run(cli + ["INSERT INTO orders VALUES (101, 1, 'ann', 3, now()), (102, 2, 'bob', 1, now())"],
                        check=True)
