@@ -34,6 +34,9 @@ LINEAR_AND_AGGREGATES = {
     "distinct_rows": "SELECT DISTINCT k, s FROM t1",
     "subquery": "SELECT k, total FROM (SELECT k, sum(v) AS total FROM t1 GROUP BY k) sub WHERE total > 5",
     "group_expr": "SELECT v % 3 AS m, sum(k) AS sk, count(*) AS n FROM t1 WHERE v IS NOT NULL GROUP BY v % 3",
+    "agg_filter": "SELECT k, count(*) FILTER (WHERE v > 3) AS big, sum(v) FILTER (WHERE s IS NOT NULL) AS sv, "
+                  "max(v) FILTER (WHERE v < 8) AS mx, count(DISTINCT s) FILTER (WHERE v % 2 = 0) AS ds "
+                  "FROM t1 GROUP BY k",
 }
 
 JOINS = {

@@ -127,7 +127,7 @@ class Planner:
 
     # -- queries -------------------------------------------------------------------------------
     def plan(self, query: exp.Expression, emit_on_window_close: bool = False) -> Node:
-        node, _names = self.plan_query(query)
+        node, _names = self.plan_query(aggregate_filters_as_case(query))
         if emit_on_window_close:
             node = self.emit_on_window_close(node, query)
         return number_nodes(node)
@@ -1010,6 +1010,32 @@ def _conjuncts(cond):
         yield from _conjuncts(cond.this)
     else:
         yield cond
+
+
+def aggregate_filters_as_case(query: exp.Expression) -> exp.Expression:
+    """`agg(x) FILTER (WHERE c)` as `agg(CASE WHEN c THEN x END)` (and `count(*)` as a count of
+    `CASE WHEN c THEN 1 END`): the aggregates maintained here all skip NULLs, so the two agree."""
+    if not any(isinstance(n, exp.Filter) for n in query.walk()):
+        return query
+
+    def when(cond: exp.Expression, value: exp.Expression) -> exp.Expression:
+        return exp.Case(ifs=[exp.If(this=cond.copy(), true=value)])
+
+    def rewrite(node: exp.Expression) -> exp.Expression:
+        if not (isinstance(node, exp.Filter) and type(node.this) in AGG_FUNCS
+                and isinstance(node.expression, exp.Where)):
+            return node
+        agg, cond = node.this.copy(), node.expression.this
+        arg = agg.this
+        if isinstance(arg, exp.Star):
+            agg.set("this", when(cond, exp.Literal.number(1)))
+        elif isinstance(arg, exp.Distinct):
+            arg.set("expressions", [when(cond, e) for e in arg.expressions])
+        else:
+            agg.set("this", when(cond, arg))
+        return agg
+
+    return query.transform(rewrite)
 
 
 def _find_aggs(e: exp.Expression) -> list[exp.Expression]:
