@@ -68,6 +68,7 @@ VIEWS_ON_VIEWS = {
 }
 
 WINDOWS = {
+    "distinct_on": "SELECT DISTINCT ON (k) k, id, v * 2 AS v2 FROM t1 ORDER BY k, v, id",
     "row_number_top2": "SELECT * FROM (SELECT k, id, v, row_number() OVER (PARTITION BY k ORDER BY v DESC, id) AS rn "
                        "FROM t1) x WHERE rn <= 2",
     "rank_per_k": "SELECT k, id, v, rank() OVER (PARTITION BY k ORDER BY v) AS r FROM t1",

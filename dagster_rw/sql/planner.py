@@ -127,7 +127,7 @@ class Planner:
 
     # -- queries -------------------------------------------------------------------------------
     def plan(self, query: exp.Expression, emit_on_window_close: bool = False) -> Node:
-        node, _names = self.plan_query(aggregate_filters_as_case(query))
+        node, _names = self.plan_query(distinct_on_as_row_number(aggregate_filters_as_case(query)))
         if emit_on_window_close:
             node = self.emit_on_window_close(node, query)
         return number_nodes(node)
@@ -1010,6 +1010,42 @@ def _conjuncts(cond):
         yield from _conjuncts(cond.this)
     else:
         yield cond
+
+
+def distinct_on_as_row_number(query: exp.Expression) -> exp.Expression:
+    """`SELECT DISTINCT ON (k) ... ORDER BY k, x` as the first row per k by x: a row_number()
+    window over the same FROM, kept where it is 1 (maintained as a group top-N)."""
+    if not isinstance(query, exp.Select):
+        return query
+    distinct = query.args.get("distinct")
+    on = distinct.args.get("on") if isinstance(distinct, exp.Distinct) else None
+    if on is None:
+        return query
+    if query.args.get("group") or query.args.get("limit") or query.args.get("offset") or \
+            any(type(n) in AGG_FUNCS for e in query.expressions for n in e.walk()):
+        raise unsupported("DISTINCT ON with GROUP BY, aggregates or LIMIT", None, None)
+    keys = list(on.expressions) if isinstance(on, exp.Tuple) else [on]
+    order = list(query.args["order"].expressions) if query.args.get("order") else []
+    # ORDER BY must start with the DISTINCT ON expressions (PostgreSQL's rule); the rest ranks rows
+    lead = [o.this for o in order[:len(keys)]]
+    if order and [k.sql() for k in lead] != [k.sql() for k in keys][:len(lead)]:
+        raise ProgrammingError("SELECT DISTINCT ON expressions must match initial ORDER BY expressions")
+    ranking = order[len(keys):]
+    inner = query.copy()
+    inner.set("distinct", None)
+    inner.set("order", None)
+    names, items = [], []
+    for i, e in enumerate(inner.expressions):
+        if isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star)):
+            raise unsupported("DISTINCT ON with SELECT *", None, None)
+        names.append(_output_name(e))
+        items.append(exp.alias_(e.unalias() if isinstance(e, exp.Alias) else e, f"_rw_d{i}"))
+    window = exp.Window(this=exp.RowNumber(), partition_by=[k.copy() for k in keys],
+                        order=exp.Order(expressions=[o.copy() for o in ranking]) if ranking else None)
+    inner.set("expressions", items + [exp.alias_(window, "_rw_rn")])
+    return exp.select(*[exp.alias_(exp.column(f"_rw_d{i}"), n) for i, n in enumerate(names)]).from_(
+        exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier("_rw_distinct_on")))).where(
+        exp.EQ(this=exp.column("_rw_rn"), expression=exp.Literal.number(1)))
 
 
 def aggregate_filters_as_case(query: exp.Expression) -> exp.Expression:
