@@ -59,6 +59,8 @@ SETS_TOPN_NOPK = {
     "nopk_agg": "SELECT k, count(*) AS n, sum(v) AS sv FROM t3 GROUP BY k",
     "nopk_filter": "SELECT k, v FROM t3 WHERE v > 2",
     "union_distinct": "SELECT k FROM t1 UNION SELECT k FROM t3",
+    "except_rows": "SELECT k, v FROM t1 EXCEPT SELECT k, v FROM t3",
+    "intersect_rows": "SELECT k, v % 3 AS m FROM t1 INTERSECT SELECT k, w % 3 FROM t2",
 }
 
 VIEWS_ON_VIEWS = {

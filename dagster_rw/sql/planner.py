@@ -212,10 +212,46 @@ class Planner:
         if isinstance(query, exp.Union):
             return self.plan_union(query)
         if isinstance(query, (exp.Except, exp.Intersect)):
-            raise self.refuse(type(query).__name__.upper(), query)
+            return self.plan_query(self.set_difference_as_group_by(query))
         if not isinstance(query, exp.Select):
             raise self.refuse(f"{type(query).__name__} as a query", query)
         return self.plan_select(query)
+
+    def set_difference_as_group_by(self, query: exp.Expression) -> exp.Expression:
+        """EXCEPT / INTERSECT (set semantics) as a count per distinct row of how many rows each side
+        holds: `GROUP BY` every column over `UNION ALL` of the two sides, each row tagged with its side,
+        `HAVING` the left count positive and the right count zero (EXCEPT) or positive (INTERSECT)."""
+        what = type(query).__name__.upper()
+        if not query.args.get("distinct"):
+            raise self.refuse(f"{what} ALL", query)
+        if query.args.get("order") or query.args.get("limit") or query.args.get("offset"):
+            raise self.refuse(f"ORDER BY / LIMIT on {what}", query)
+
+        def names_of(side: exp.Expression) -> list[str]:
+            sub = Planner(self.resolve_object, self.sql, self.obj, self.engine)
+            sub.ctes = dict(self.ctes)
+            return [n for n in sub.plan_query(side)[1]]
+
+        left, right = names_of(query.this), names_of(query.expression)
+        if len(left) != len(right):
+            raise ProgrammingError(f"each {what} query must have the same number of columns{self.where(query)}")
+        if len(set(left)) != len(left):
+            raise self.refuse(f"{what} of a query naming two outputs alike ({', '.join(left)})", query)
+
+        def tagged(side: exp.Expression, names: list[str], alias: str, lhs: int) -> exp.Select:
+            cols = [exp.column(n, table=alias, quoted=True).as_(left[i], quoted=True) for i, n in enumerate(names)]
+            return exp.select(*cols, exp.Literal.number(lhs).as_("_rw_l"), exp.Literal.number(1 - lhs).as_("_rw_r")) \
+                .from_(exp.Subquery(this=side.copy(), alias=exp.TableAlias(this=exp.to_identifier(alias))))
+
+        both = exp.union(tagged(query.this, left, "_rw_a", 1), tagged(query.expression, right, "_rw_b", 0),
+                         distinct=False)
+        keys = [exp.column(n, quoted=True) for n in left]
+        right_count = exp.Sum(this=exp.column("_rw_r"))
+        keep = exp.and_(exp.GT(this=exp.Sum(this=exp.column("_rw_l")), expression=exp.Literal.number(0)),
+                        exp.EQ(this=right_count, expression=exp.Literal.number(0)) if what == "EXCEPT"
+                        else exp.GT(this=right_count, expression=exp.Literal.number(0)))
+        return exp.select(*keys).from_(exp.Subquery(this=both, alias=exp.TableAlias(
+            this=exp.to_identifier("_rw_set")))).group_by(*[k.copy() for k in keys]).having(keep)
 
     def plan_union(self, query: exp.Union) -> tuple[Node, list[str]]:
         for u in query.find_all(exp.Union):
