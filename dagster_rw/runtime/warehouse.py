@@ -14,7 +14,14 @@ from ..errors import IntegrityError, OperationalError, ProgrammingError
 from ..sql.planner import Planner
 from ..storage import catalog as catalogs
 from ..storage import manifest as manifests
-from ..storage.catalog import MATERIALIZED_VIEW, SOURCE, TABLE, Catalog, CatalogObject, Column
+from ..storage.catalog import (
+    MATERIALIZED_VIEW,
+    SOURCE,
+    TABLE,
+    Catalog,
+    CatalogObject,
+    Column,
+)
 from ..storage.manifest import Manifest
 from ..storage.object_store import ObjectStore
 from ..storage.state_table import write_sorted
@@ -257,7 +264,8 @@ class Warehouse:
         if obj is None:
             if if_exists:
                 return False
-            raise ProgrammingError(f'{"table" if kind == TABLE else "materialized view"} "{name}" does not exist')
+            what = {TABLE: "table", SOURCE: "source", catalogs.SINK: "sink"}.get(kind, "materialized view")
+            raise ProgrammingError(f'{what} "{name}" does not exist')
         if obj.kind != kind:
             what, verb = {TABLE: ("a table", "TABLE"), SOURCE: ("a source", "SOURCE"),
                           catalogs.SINK: ("a sink", "SINK")}.get(

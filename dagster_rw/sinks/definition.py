@@ -75,7 +75,8 @@ def create_sink(wh, s) -> bool:
     obj = CatalogObject(name=s.name, kind=SINK, sql=s.sql, columns=[Column(c.name, c.type) for c in visible],
                         pk=list(spec.primary_key), stream_key=list(spec.primary_key), inputs=[input_name],
                         created_epoch=start, append_only=spec.type == APPEND_ONLY, options=spec.to_options())
-    _clear(wh, s.name)
+    wh._clear_leftovers(s.name)
+    wh._manifests.pop(s.name, None)
     own = []
     if spec.snapshot:
         cols = ", ".join(f'"{c.name}"' for c in visible)
@@ -94,30 +95,16 @@ def create_sink(wh, s) -> bool:
 
 
 def drop_sink(wh, name: str, if_exists: bool) -> bool:
-    cat = wh.catalog(reload=True)
-    obj = cat.get(name)
-    if obj is None:
-        if if_exists:
-            return False
-        raise ProgrammingError(f'sink "{name}" does not exist')
-    if obj.kind != SINK:
-        raise ProgrammingError(f'"{name}" is not a sink; use DROP {"TABLE" if obj.kind == TABLE else "MATERIALIZED VIEW"}')
-    objects = {k: v for k, v in cat.objects.items() if k != name}
-    wh.commit_catalog(objects, f"DROP SINK {name}")
+    """DROP SINK: the warehouse's own DROP (kind check, catalog commit, files), then the sink's
+    open target and the internal view of CREATE SINK ... AS."""
+    obj = wh.catalog(reload=True).get(name)
+    if not wh.drop(name, SINK, if_exists):
+        return False
     delivery.forget_target(wh, name)
-    _clear(wh, name)
-    internal = cat.get(obj.inputs[0])
+    internal = wh.catalog().get(obj.inputs[0]) if obj.inputs else None
     if internal is not None and internal.options.get(INTERNAL_OF) == name:
         wh.drop(internal.name, MATERIALIZED_VIEW, True)
     return True
-
-
-def _clear(wh, name: str) -> None:
-    if not name or "/" in name:
-        raise ProgrammingError(f"invalid sink name {name!r}")
-    for key in wh.store.list(f"objects/{name}/") + wh.store.list(f"sinks/{name}/"):
-        wh.store.delete(key)
-    wh._manifests.pop(name, None)
 
 
 def is_internal(obj: CatalogObject) -> bool:
