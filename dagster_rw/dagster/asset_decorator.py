@@ -18,7 +18,7 @@ import dagster as dg
 
 from .checks import check_specs_for
 from .project import RwObject, RwProject
-from .resource import PROJECT_DIR_KEY
+from .resource import NAME_KEY, PROJECT_DIR_KEY
 from .translator import DagsterRwTranslator
 
 SINK = "sink"
@@ -52,7 +52,7 @@ def build_rw_specs(project: RwProject, translator: DagsterRwTranslator | None = 
     specs, check_specs = [], []
     for obj in objects if objects is not None else project.objects.values():
         spec = translator.get_asset_spec(obj, project).merge_attributes(
-            metadata={"dagster_rw/name": obj.name, PROJECT_DIR_KEY: str(project.project_dir)})
+            metadata={NAME_KEY: obj.name, PROJECT_DIR_KEY: str(project.project_dir)})
         specs.append(spec)
         check_specs.extend(check_specs_for(obj, spec.key))
     return specs, check_specs

@@ -68,7 +68,7 @@ def evaluate(resource, conn, obj: RwObject, check_key: dg.AssetCheckKey) -> dg.A
             metadata={"key": r["key"], "rows": r["rows"] or 0, "duplicate_keys": r["duplicate_keys"],
                       "null_keys": r["null_keys"], "duplicate_sample": dg.MetadataValue.json(r["duplicate_sample"])})
     if name == SINK_CHECK:
-        row = next(r for r in conn.status() if r["name"] == obj.name)
+        (row,) = conn.wh.status([obj.name])
         stuck = float(row.get("stuck_seconds") or 0.0)
         limit = float(resource.sink_stuck_after_seconds)
         return dg.AssetCheckResult(

@@ -8,12 +8,12 @@ asset spec. Expectations for the Great Expectations checks live beside the SQL i
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from sqlglot import errors as sqlglot_errors
 from sqlglot import exp
@@ -52,6 +52,15 @@ class RwObject:
     deploy_sql: str = field(default="", repr=False)
 
 
+class Declared(NamedTuple):
+    """A statement of the project: its file, the parsed statement, and its text as written (secrets
+    included, to create the object; CREATE SINK's parsed `sql` is redacted)."""
+
+    path: str
+    statement: st.Statement
+    text: str
+
+
 def references(statement: st.Statement) -> list[str]:
     """The relations a CREATE statement reads (CTE names excluded), in the order they appear."""
     query = getattr(statement, "query", None) or getattr(statement, "as_query", None)
@@ -81,14 +90,13 @@ class RwProject:
             raise ProgrammingError(f"SQL project folder {str(self.project_dir)!r} does not exist")
         self.name = name or self.project_dir.name
         self._objects: dict[str, RwObject] | None = None
-        self._written: dict[int, str] = {}  # statement id -> its text as written (CREATE SINK shows it redacted)
 
     # -- reading -------------------------------------------------------------------------------
     def sql_files(self) -> list[Path]:
         return sorted(p for p in self.project_dir.rglob("*.sql") if p.is_file())
 
-    def statements(self) -> list[tuple[str, st.Statement]]:
-        """Every CREATE statement of the project as (relative file, statement), in file order."""
+    def statements(self) -> list[Declared]:
+        """Every CREATE statement of the project, in file order."""
         out = []
         for path in self.sql_files():
             rel = str(path.relative_to(self.project_dir))
@@ -100,28 +108,19 @@ class RwProject:
                 if not type(statement).__name__.startswith("Create"):
                     raise ProgrammingError(
                         f"{rel}: a SQL project declares objects only (CREATE ...); found: {text[:60]!r}")
-                self._written[id(statement)] = text
-                out.append((rel, statement))
+                out.append(Declared(rel, statement, text))
         return out
 
-    def fingerprint(self) -> str:
-        h = hashlib.sha256()
-        for path in self.sql_files() + [self.project_dir / EXPECTATIONS_FILE]:
-            if path.exists():
-                h.update(str(path.relative_to(self.project_dir)).encode())
-                h.update(path.read_bytes())
-        return h.hexdigest()[:16]
-
-    def ordered_statements(self) -> list[tuple[str, st.Statement]]:
+    def ordered_statements(self) -> list[Declared]:
         """Statements ordered so that every object comes after the objects it reads."""
         found = self.statements()
-        by_name: dict[str, tuple[str, st.Statement]] = {}
-        for rel, statement in found:
-            name = _object_name(statement)
+        by_name: dict[str, Declared] = {}
+        for d in found:
+            name = _object_name(d.statement)
             if name in by_name:
-                raise ProgrammingError(f"{rel}: {name!r} is declared twice (also in {by_name[name][0]})")
-            by_name[name] = (rel, statement)
-        ordered: list[tuple[str, st.Statement]] = []
+                raise ProgrammingError(f"{d.path}: {name!r} is declared twice (also in {by_name[name].path})")
+            by_name[name] = d
+        ordered: list[Declared] = []
         state: dict[str, str] = {}
 
         def visit(name: str, trail: list[str]):
@@ -131,16 +130,16 @@ class RwProject:
                 raise ProgrammingError("the project's objects read each other in a cycle: "
                                        + " -> ".join(trail + [name]))
             state[name] = "visiting"
-            rel, statement = by_name[name]
-            for dep in references(statement):
+            d = by_name[name]
+            for dep in references(d.statement):
                 if dep not in by_name:
-                    raise ProgrammingError(f'{rel}: {name!r} reads "{dep}", which the project does not declare')
+                    raise ProgrammingError(f'{d.path}: {name!r} reads "{dep}", which the project does not declare')
                 visit(dep, trail + [name])
             state[name] = "done"
-            ordered.append(by_name[name])
+            ordered.append(d)
 
-        for rel, statement in found:
-            visit(_object_name(statement), [])
+        for d in found:
+            visit(_object_name(d.statement), [])
         return ordered
 
     # -- planning ------------------------------------------------------------------------------
@@ -182,9 +181,8 @@ class RwProject:
         objects: dict[str, RwObject] = {}
         try:
             with dbapi.connect(scratch, engine="duckdb") as conn:
-                for rel, statement in self.ordered_statements():
+                for rel, statement, written in self.ordered_statements():
                     name = _object_name(statement)
-                    written = self._written.get(id(statement), statement.sql)
                     try:
                         conn.execute(written)
                     except ProgrammingError as e:

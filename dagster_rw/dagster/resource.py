@@ -20,6 +20,7 @@ from ..runtime import epochs
 from .project import RwProject
 
 PROJECT_DIR_KEY = "dagster_rw/project_dir"
+NAME_KEY = "dagster_rw/name"
 _PROJECTS: dict[str, RwProject] = {}
 
 
@@ -138,7 +139,7 @@ _BASE_STATUS = {"name", "kind", "epoch", "lag_epochs", "state_rows", "state_byte
 def status_metadata(conn, name: str, already: dict) -> dict:
     """What `status()` says about the object beyond the common figures (a source's end offsets and
     consumer lag, a sink's position, backlog, last error and retries), as `dagster_rw/...` metadata."""
-    row = next((r for r in conn.status() if r["name"] == name), {})
+    row = next(iter(conn.wh.status([name])), {})
     out = {}
     for k, v in row.items():
         key = f"dagster_rw/{k}"
@@ -153,11 +154,19 @@ def status_metadata(conn, name: str, already: dict) -> dict:
     return out
 
 
+def spec_object(spec: dg.AssetSpec) -> tuple[str | None, str | None]:
+    """The (project folder, object name) an rw asset spec stands for; (None, None) for other specs."""
+    def plain(v):
+        return v.value if hasattr(v, "value") else v  # a MetadataValue once Dagster normalised it
+
+    return plain(spec.metadata.get(PROJECT_DIR_KEY)), plain(spec.metadata.get(NAME_KEY))
+
+
 def project_from_context(context) -> RwProject:
     for spec in context.assets_def.specs:
-        path = spec.metadata.get(PROJECT_DIR_KEY)
+        path, _ = spec_object(spec)
         if path is not None:
-            return project_for(path.value if hasattr(path, "value") else path)
+            return project_for(path)
     raise dg.DagsterInvariantViolationError(
         "rw.refresh(context) found no dagster-rw project on this asset: build it with @rw_assets(project=...)")
 
@@ -172,11 +181,7 @@ class RwRefresh:
 
     def selected_names(self) -> list[str]:
         keys = self.context.selected_asset_keys
-        by_key = {}
-        for spec in self.context.assets_def.specs:
-            if spec.key in keys:
-                by_key[spec.key] = spec.metadata.get("dagster_rw/name")
-        names = {(v.value if hasattr(v, "value") else v) for v in by_key.values() if v is not None}
+        names = {spec_object(spec)[1] for spec in self.context.assets_def.specs if spec.key in keys}
         return [n for n in self.project.objects if n in names]
 
     def stream(self) -> Iterator:
@@ -189,8 +194,7 @@ class RwRefresh:
             self.context.log.info(f"created in the warehouse: {', '.join(created)}")
         conn.wh.sync()
         selected_checks = set(self.context.selected_asset_check_keys)
-        key_of = {spec.metadata["dagster_rw/name"].value if hasattr(spec.metadata["dagster_rw/name"], "value")
-                  else spec.metadata["dagster_rw/name"]: spec.key for spec in self.context.assets_def.specs}
+        key_of = {spec_object(spec)[1]: spec.key for spec in self.context.assets_def.specs}
         for name in names:
             before = conn.wh.manifest(name)
             before_epoch = before.epoch if before.exists else None

@@ -16,7 +16,7 @@ import dagster as dg
 
 from ..runtime import epochs
 from .project import RwProject
-from .resource import PROJECT_DIR_KEY, RwResource, project_for
+from .resource import RwResource, project_for, spec_object
 
 EPOCH_TAG = "dagster_rw/epoch"
 
@@ -25,11 +25,9 @@ def _project_and_keys(assets: list[dg.AssetsDefinition]) -> tuple[RwProject, dic
     project, keys, sink_names = None, {}, set()
     for a in assets:
         for spec in a.specs:
-            path, name = spec.metadata.get(PROJECT_DIR_KEY), spec.metadata.get("dagster_rw/name")
+            path, name = spec_object(spec)
             if path is None or name is None:
                 continue
-            path = path.value if hasattr(path, "value") else path
-            name = name.value if hasattr(name, "value") else name
             p = project_for(path)
             if project is not None and p.project_dir != project.project_dir:
                 raise dg.DagsterInvalidDefinitionError("build_barrier_sensor: the assets come from two SQL projects")

@@ -454,10 +454,13 @@ class Warehouse:
             return ingest.source_snapshot(self, obj, self.manifest(name))
         return step.output_table(self, obj, self.manifest(name)).read_all()
 
-    def status(self) -> list[dict]:
+    def status(self, names: list[str] | None = None) -> list[dict]:
+        """Per object (all, or those named), its kind, committed epoch, lag and figures."""
         newest = epochs.newest_epoch(self.store)
         out = []
         for obj in self.catalog().topological():
+            if names is not None and obj.name not in names:
+                continue
             m = self.manifest(obj.name)
             epoch = m.epoch if m.exists else obj.created_epoch
             if obj.kind == catalogs.SINK:  # the epoch a sink shows is the one it delivered
