@@ -45,7 +45,6 @@ def advancing_objects(conn, project: RwProject, upto: int) -> list[str]:
     wh = conn.wh
     wh.sync()
     fresh = set(wh.sealed_unapplied(upto))
-    fresh.update(getattr(wh, "sources_with_new_records", lambda upto: set())(upto))
 
     def committed(name: str) -> int:
         m = wh.manifest(name)
