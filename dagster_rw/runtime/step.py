@@ -193,6 +193,10 @@ def apply_batches(wh, obj: CatalogObject, m: Manifest, keys: list[str], engine=N
         return None
     pk = list(obj.stream_key)
     cols = [c.name for c in obj.columns]
+    if engine is wh.engine:
+        fast = _apply_batches_in_arrow(wh, obj, m, staged, pk, cols)
+        if fast is not None:
+            return fast
     last = engine.sql(
         f"SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY {col_list(pk)} ORDER BY _batch DESC, _seq DESC) "
         f"AS _rn FROM rw_staged) rw_x WHERE _rn = 1", rw_staged=staged)
@@ -205,6 +209,48 @@ def apply_batches(wh, obj: CatalogObject, m: Manifest, keys: list[str], engine=N
             rw_old=old, rw_last=last))
 
 
+def _apply_batches_in_arrow(wh, obj: CatalogObject, m: Manifest, staged: pa.Table, pk: list[str],
+                            cols: list[str]) -> pa.Table | None:
+    """apply_batches without SQL, for the common case: every staged key once, and a key the state
+    files can be searched by. Returns None when that does not hold (the SQL path then runs)."""
+    schema = object_schema(obj)
+    codes = sst_cache.key_codes(staged.select(pk).cast(pa.schema([schema.field(k) for k in pk])), pk)
+    if codes is None or len(np.unique(codes)) != len(codes):
+        return None
+    order = np.argsort(codes)
+    last = staged.take(order)
+    codes = codes[order]
+    old = output_table(wh, obj, m).lookup(last, pk)
+    if not isinstance(old, pa.Table):
+        return None
+    new = last.filter(pc.equal(last.column("_op"), 1))
+    new_codes = codes[np.asarray(pc.equal(last.column("_op"), 1))]
+    new = new.select(cols).cast(schema)
+    old = old.select(cols).cast(schema)
+    if old.num_rows and new.num_rows:
+        # a key whose new row equals its old row does not change: drop both
+        old_codes = sst_cache.key_codes(old, pk)
+        pos = np.minimum(np.searchsorted(new_codes, old_codes), len(new_codes) - 1)
+        paired = new_codes[pos] == old_codes
+        same = paired.copy()
+        idx = pa.array(pos[paired])
+        for c in cols:
+            a, b = old.column(c).filter(pa.array(paired)), new.column(c).take(idx)
+            try:
+                eq = pc.fill_null(pc.or_kleene(pc.equal(a, b), pc.and_(pc.is_null(a), pc.is_null(b))), False)
+            except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
+                return None  # a type Arrow cannot compare: SQL decides
+            same[paired] &= np.asarray(eq)
+        if same.any():
+            drop_new = np.zeros(new.num_rows, bool)
+            drop_new[pos[same]] = True
+            old = old.filter(pa.array(~same))
+            new = new.filter(pa.array(~drop_new))
+    minus = pa.array(np.full(old.num_rows, -1, np.int64))
+    plus = pa.array(np.ones(new.num_rows, np.int64))
+    return pa.concat_tables([old.append_column(W, minus), new.append_column(W, plus)])
+
+
 def _commit_output(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, delta, start: int, target: int,
                    t0: float) -> int:
     engine = ctx.engine
@@ -213,7 +259,9 @@ def _commit_output(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, delta,
     _check_unique_key(engine, obj, delta, key)
     out = output_table(wh, obj, m, engine)
     if obj.kind != SOURCE:  # a source keeps only its change log
-        out.stage(engine.sql(state_upsert_sql(cols, key, "rw_delta"), rw_delta=delta))
+        writes = _state_writes_in_arrow(delta, cols, key)
+        out.stage(writes if writes is not None else
+                  engine.sql(state_upsert_sql(cols, key, "rw_delta"), rw_delta=delta))
     state = dict(m.state)
     dropped: list[str] = []
     tables = {OUTPUT: out, **ctx.tables}
@@ -269,10 +317,37 @@ def _insert_delete_counts(engine, delta) -> dict:
     return engine.to_arrow(counts).to_pylist()[0]
 
 
+def _state_writes_in_arrow(delta, cols: list[str], key: list[str]) -> pa.Table | None:
+    """state_upsert_sql without SQL when the key has numpy codes: inserted rows, plus tombstones
+    for keys the delta only deletes."""
+    if not isinstance(delta, pa.Table):
+        return None
+    codes = sst_cache.key_codes(delta, key)
+    if codes is None:
+        return None
+    ins = np.asarray(pc.greater(delta.column(W), 0))
+    ins_codes = np.sort(codes[ins])
+    dels = ~ins
+    if len(ins_codes):
+        pos = np.minimum(np.searchsorted(ins_codes, codes), len(ins_codes) - 1)
+        dels &= ins_codes[pos] != codes
+    rows = delta.select(cols)
+    return pa.concat_tables([
+        rows.filter(pa.array(ins)).append_column(DELETED, pa.array(np.zeros(int(ins.sum()), bool))),
+        rows.filter(pa.array(dels)).append_column(DELETED, pa.array(np.ones(int(dels.sum()), bool)))])
+
+
 def _check_unique_key(engine, obj: CatalogObject, delta, key: list[str]) -> None:
     """A consolidated step delta holds at most one insert and one delete per stream key."""
     if not key:
         return
+    codes = sst_cache.key_codes(delta, key) if isinstance(delta, pa.Table) else None
+    if codes is not None:
+        w = delta.column(W).to_numpy()
+        if not len(w) or np.abs(w).max() <= 1:
+            ordered = np.sort(codes[w > 0]), np.sort(codes[w < 0])
+            if all(not (o[1:] == o[:-1]).any() for o in ordered):
+                return
     if isinstance(delta, pa.Table):
         w = delta.column(W)
         signed = delta.select(key).append_column("rw_sign", pc.sign(w)).append_column(

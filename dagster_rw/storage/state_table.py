@@ -75,20 +75,43 @@ class StateTable:
         exact condition to those few rows only."""
         wanted, want_null = sst_cache.encode_keys(keys, cols, self.schema)
         full = self._scan().schema
+        unique = list(cols) == list(self.pk)
+        exact = len(on) == len(cols)
+        if unique and exact:
+            return self._lookup_unique(wanted, want_null, full)
         parts = []
         for f in self.files:
-            rows = sst_cache.rows_matching(self.store.local_path(f.key), cols, wanted, want_null,
-                                           unique=list(cols) == list(self.pk))
+            rows = sst_cache.rows_matching(self.store.local_path(f.key), cols, wanted, want_null, unique=unique)
             if rows is None:
                 return None
             parts.append(rows.select(full.names).cast(full))
         candidates = pa.concat_tables(parts)
-        exact = len(on) == len(cols)
         if exact and len(self.files) == 1:
             return candidates.filter(pc.invert(candidates.column(DELETED))).select(self.columns)
         cond = " AND ".join(f"rw_keys.{quote(c)} IS NOT DISTINCT FROM rw_state.{quote(c)}" for c in on)
         where = "" if exact else f"EXISTS (SELECT 1 FROM rw_keys WHERE {cond})"
         return self.engine.sql(self._merged(where), rw_state=candidates, rw_keys=keys)
+
+    def _lookup_unique(self, wanted, want_null: bool, full: pa.Schema):
+        """Lookup by the whole primary key: search the files newest first; a key found (live or a
+        tombstone) is not searched for in older files, so no merge of versions is needed."""
+        parts = []
+        for f in reversed(self.files):
+            if not len(wanted) and not want_null:
+                break
+            found = np.zeros(len(wanted), bool)
+            rows = sst_cache.rows_matching(self.store.local_path(f.key), self.pk, wanted, want_null,
+                                           unique=True, found=found)
+            if rows is None:
+                return None
+            if rows.num_rows:
+                parts.append(rows.select(full.names).cast(full))
+                want_null = want_null and rows.column(self.pk[0]).null_count == 0
+            wanted = wanted[~found]
+        if not parts:
+            return self.schema.empty_table()
+        rows = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+        return rows.filter(pc.invert(rows.column(DELETED))).select(self.columns)
 
     # -- writing -------------------------------------------------------------------------------
     def stage(self, rows) -> None:
@@ -194,6 +217,12 @@ def write_sorted(table: pa.Table, path: str, keys: list[str]) -> pa.Table | None
     if any(pa.types.is_interval(f.type) for f in table.schema):
         return None
     if keys and table.num_rows > 1:
-        table = table.sort_by([(k, "ascending", "at_start") for k in keys])
-    pq.write_table(table, path, compression="snappy")  # step files are small and written often
+        # a change log's weight column only orders a key's delete before its insert
+        last = keys[-1] if keys[-1] == "_w" else None
+        table = table.take(sst_cache.sort_indices(table, keys[:-1] if last else keys, last))
+    # step files are small and written often: snappy, and dictionaries only where values repeat
+    # (strings); dictionary-encoding numeric columns costs more than half the write time
+    pq.write_table(table, path, compression="snappy", use_dictionary=[
+        f.name for f in table.schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
+        or pa.types.is_binary(f.type) or pa.types.is_dictionary(f.type)])
     return table
