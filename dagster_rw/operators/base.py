@@ -6,12 +6,15 @@ applying a delta never depends on the order of changes inside an epoch.
 """
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from sqlglot import exp
 
 from .. import types as sqltypes
 from ..engine.duck import quote
 from ..sql.plan import Node, cname
+from ..storage import sst_cache
 
 W = "_w"
 DELETED = "_del"
@@ -49,6 +52,100 @@ def consolidate_sql(cols: list[str], source: str = "d") -> str:
     if not cols:
         return f"SELECT CAST(sum({W}) AS BIGINT) AS {W} FROM {source} HAVING sum({W}) <> 0"
     return f"SELECT {c}, CAST(sum({W}) AS BIGINT) AS {W} FROM {source} GROUP BY {c} HAVING sum({W}) <> 0"
+
+
+def rows_equal(a: pa.Table, b: pa.Table, cols: list[str]) -> np.ndarray | None:
+    """Row i of `a` equals row i of `b` in every column (NULL equals NULL), or None when Arrow
+    cannot compare a column type."""
+    same = np.ones(a.num_rows, bool)
+    for c in cols:
+        x, y = a.column(c), b.column(c)
+        try:
+            eq = pc.equal(x, y)
+            if eq.null_count:
+                eq = pc.fill_null(pc.or_kleene(eq, pc.and_(pc.is_null(x), pc.is_null(y))), False)
+        except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
+            return None
+        same &= np.asarray(eq)
+    return same
+
+
+def consolidate(engine, delta, cols: list[str]):
+    """consolidate_sql's answer. In Arrow, without SQL, when the weights are +1/-1 and rows sharing a
+    hash of their integer columns come at most as one delete and one insert (true of a step's
+    change to rows with a key): such a pair cancels when the two rows are equal."""
+    if isinstance(delta, pa.Table):
+        fast = _cancel_pairs(delta, cols)
+        if fast is not None:
+            return fast
+    return engine.sql(consolidate_sql(cols, "d"), d=delta)
+
+
+def _cancel_pairs(delta: pa.Table, cols: list[str]) -> pa.Table | None:
+    if delta.num_rows == 0:
+        return delta.select(cols + [W])
+    hashed = [c for c in cols if delta.column(c).null_count == 0]
+    h = sst_cache.key_hash(delta, hashed) if hashed else None
+    if h is None:
+        return None
+    w = delta.column(W).to_numpy()
+    if not ((w == 1) | (w == -1)).all():
+        return None
+    order = np.argsort(h)
+    oh = h[order]
+    tie = np.flatnonzero(oh[1:] == oh[:-1])
+    if not len(tie):
+        return delta.select(cols + [W])
+    if (np.diff(tie) == 1).any():  # three or more rows share a hash
+        return None
+    a, b = order[tie], order[tie + 1]
+    if (w[a] == w[b]).any():  # the same row twice with one sign: weights add up, SQL does that
+        return None
+    same = rows_equal(delta.take(pa.array(a)), delta.take(pa.array(b)), cols)
+    if same is None:
+        return None
+    keep = np.ones(delta.num_rows, bool)
+    keep[a[same]] = False
+    keep[b[same]] = False
+    return delta.filter(pa.array(keep)).select(cols + [W])
+
+
+def state_writes(engine, delta, cols: list[str], pk: list[str]):
+    """The state writes of a consolidated delta whose rows are unique per `pk` and sign: inserted
+    rows are put; keys left with only deletions become tombstones (state_upsert_sql, in Arrow
+    when the key columns are integers)."""
+    if isinstance(delta, pa.Table):
+        fast = _state_writes_in_arrow(delta, cols, pk)
+        if fast is not None:
+            return fast
+    return engine.sql(state_upsert_sql(cols, pk, "d"), d=delta)
+
+
+def _state_writes_in_arrow(delta: pa.Table, cols: list[str], pk: list[str]) -> pa.Table | None:
+    h = sst_cache.key_hash(delta, pk)
+    if h is None:
+        return None
+    ins = delta.column(W).to_numpy() > 0
+    dels = ~ins
+    ins_rows = np.flatnonzero(ins)
+    if len(ins_rows) and dels.any():
+        order = np.argsort(h[ins_rows])
+        ih = h[ins_rows][order]
+        if (ih[1:] == ih[:-1]).any():
+            return None  # two inserts share a hash: let SQL match the keys
+        del_rows = np.flatnonzero(dels)
+        pos = np.minimum(np.searchsorted(ih, h[del_rows]), len(ih) - 1)
+        cand = ih[pos] == h[del_rows]
+        if cand.any():  # a delete and an insert with the same hash: the same key if its columns agree
+            mates = ins_rows[order[pos[cand]]]
+            same = rows_equal(delta.take(pa.array(del_rows[cand])), delta.take(pa.array(mates)), pk)
+            if same is None:
+                return None
+            dels[del_rows[cand][same]] = False
+    rows = delta.select(cols)
+    return pa.concat_tables([
+        rows.filter(pa.array(ins)).append_column(DELETED, pa.array(np.zeros(int(ins.sum()), bool))),
+        rows.filter(pa.array(dels)).append_column(DELETED, pa.array(np.ones(int(dels.sum()), bool)))])
 
 
 def render(e: exp.Expression) -> str:

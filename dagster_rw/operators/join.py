@@ -5,6 +5,9 @@ join key appears in the other side's delta.
 """
 from __future__ import annotations
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from sqlglot import exp
 
 from ..engine.duck import quote
@@ -13,10 +16,11 @@ from .base import (
     Operator,
     W,
     col_list,
-    consolidate_sql,
+    consolidate,
+    delta_schema,
     eq,
     row_schema,
-    state_upsert_sql,
+    state_writes,
 )
 
 
@@ -74,10 +78,22 @@ class JoinSides:
         return cond
 
     def stage_sides(self, dl, dr) -> None:
-        self.state("left").stage(self.sql(state_upsert_sql(self.lcols(), self.side_pk("left")), d=dl))
-        self.state("right").stage(self.sql(state_upsert_sql(self.rcols(), self.side_pk("right")), d=dr))
+        for side, delta, cols in (("left", dl, self.lcols()), ("right", dr, self.rcols())):
+            if not self.engine.num_rows(delta):
+                continue
+            self.state(side).stage(state_writes(self.engine, delta, cols, self.side_pk(side)))
 
     def keys_of(self, delta, cols: list[str], as_names: list[str]):
+        """The join keys of a delta's rows under the other side's names (NULL keys never match)."""
+        if isinstance(delta, pa.Table):
+            keys = delta.select(cols).rename_columns(as_names)
+            if any(keys.column(c).null_count for c in as_names):
+                valid = None
+                for c in as_names:
+                    v = pc.is_valid(keys.column(c))
+                    valid = v if valid is None else pc.and_(valid, v)
+                keys = keys.filter(valid)
+            return keys
         sel = ", ".join(f"{quote(c)} AS {quote(a)}" for c, a in zip(cols, as_names))
         nonnull = " AND ".join(f"{quote(c)} IS NOT NULL" for c in cols)
         return self.sql(f"SELECT DISTINCT {sel} FROM d WHERE {nonnull}", d=delta)
@@ -86,21 +102,29 @@ class JoinSides:
 class InnerJoinOp(JoinSides, Operator):
     def apply(self, inputs):
         dl, dr = inputs
-        lstate, rstate = self.state("left"), self.state("right")
-        r_hit = rstate.lookup(self.keys_of(dl, self.lkeys(), self.rkeys()), self.rkeys())
-        l_hit = lstate.lookup(self.keys_of(dr, self.rkeys(), self.lkeys()), self.lkeys())
+        changed_l, changed_r = self.engine.num_rows(dl) > 0, self.engine.num_rows(dr) > 0
         cond = self.condition()
-        out = self.sql(
-            f"SELECT {self.output_select('l.' + W)} FROM dl l JOIN rh r ON {cond} "
-            f"UNION ALL SELECT {self.output_select('r.' + W)} FROM lh l JOIN dr r ON {cond} "
-            f"UNION ALL SELECT {self.output_select(f'l.{W} * r.{W}')} FROM dl l JOIN dr r ON {cond}",
-            dl=dl, dr=dr, rh=self.with_unit_weight(r_hit, self.rcols()),
-            lh=self.with_unit_weight(l_hit, self.lcols()),
-        )
+        parts, rels = [], {"dl": dl, "dr": dr}
+        if changed_l:  # dL join R_old
+            rels["rh"] = self.with_unit_weight(
+                self.state("right").lookup(self.keys_of(dl, self.lkeys(), self.rkeys()), self.rkeys()), self.rcols())
+            parts.append(f"SELECT {self.output_select('l.' + W)} FROM dl l JOIN rh r ON {cond}")
+        if changed_r:  # L_old join dR
+            rels["lh"] = self.with_unit_weight(
+                self.state("left").lookup(self.keys_of(dr, self.rkeys(), self.lkeys()), self.lkeys()), self.lcols())
+            parts.append(f"SELECT {self.output_select('r.' + W)} FROM lh l JOIN dr r ON {cond}")
+        if changed_l and changed_r:  # dL join dR
+            parts.append(f"SELECT {self.output_select(f'l.{W} * r.{W}')} FROM dl l JOIN dr r ON {cond}")
         self.stage_sides(dl, dr)
-        return self.sql(consolidate_sql([cname(i) for i in range(len(self.node.columns))], "o"), o=out)
+        out_cols = [cname(i) for i in range(len(self.node.columns))]
+        if not parts:
+            return delta_schema(self.node).empty_table()
+        out = self.sql(" UNION ALL ".join(parts), **rels)
+        return consolidate(self.engine, out, out_cols)
 
     def with_unit_weight(self, rel, cols):
+        if isinstance(rel, pa.Table):
+            return rel.select(cols).append_column(W, pa.array(np.ones(rel.num_rows, np.int64)))
         return self.sql(f"SELECT {col_list(cols)}, CAST(1 AS BIGINT) AS {W} FROM s", s=rel)
 
 

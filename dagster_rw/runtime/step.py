@@ -18,7 +18,7 @@ from .. import types as sqltypes
 from ..engine.base import ParquetScan
 from ..engine.duck import quote
 from ..errors import CommitConflict, IntegrityError
-from ..operators.base import DELETED, W, col_list, consolidate_sql, state_upsert_sql
+from ..operators.base import DELETED, W, col_list, consolidate, consolidate_sql, rows_equal, state_writes
 from ..storage import manifest as manifests
 from ..storage import sst_cache
 from ..storage.catalog import SOURCE, TABLE, CatalogObject
@@ -96,7 +96,7 @@ class StepContext:
             else:
                 rel = ParquetScan(paths, changelog_schema(src))
             if len(files) > 1:
-                rel = self.engine.sql(consolidate_sql(cols, "rw_log"), rw_log=rel)
+                rel = consolidate(self.engine, rel, cols)
         self.rows_in += self.engine.num_rows(rel)
         return rel
 
@@ -215,11 +215,13 @@ def _apply_batches_in_arrow(wh, obj: CatalogObject, m: Manifest, staged: pa.Tabl
     files can be searched by. Returns None when that does not hold (the SQL path then runs)."""
     schema = object_schema(obj)
     codes = sst_cache.key_codes(staged.select(pk).cast(pa.schema([schema.field(k) for k in pk])), pk)
-    if codes is None or len(np.unique(codes)) != len(codes):
+    if codes is None:
         return None
     order = np.argsort(codes)
-    last = staged.take(order)
     codes = codes[order]
+    if (codes[1:] == codes[:-1]).any():  # a key changed twice: the SQL path orders the changes
+        return None
+    last = staged.take(order)
     old = output_table(wh, obj, m).lookup(last, pk)
     if not isinstance(old, pa.Table):
         return None
@@ -234,13 +236,10 @@ def _apply_batches_in_arrow(wh, obj: CatalogObject, m: Manifest, staged: pa.Tabl
         paired = new_codes[pos] == old_codes
         same = paired.copy()
         idx = pa.array(pos[paired])
-        for c in cols:
-            a, b = old.column(c).filter(pa.array(paired)), new.column(c).take(idx)
-            try:
-                eq = pc.fill_null(pc.or_kleene(pc.equal(a, b), pc.and_(pc.is_null(a), pc.is_null(b))), False)
-            except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
-                return None  # a type Arrow cannot compare: SQL decides
-            same[paired] &= np.asarray(eq)
+        equal = rows_equal(old.filter(pa.array(paired)), new.take(idx), cols)
+        if equal is None:
+            return None  # a type Arrow cannot compare: SQL decides
+        same[paired] = equal
         if same.any():
             drop_new = np.zeros(new.num_rows, bool)
             drop_new[pos[same]] = True
@@ -259,9 +258,7 @@ def _commit_output(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, delta,
     _check_unique_key(engine, obj, delta, key)
     out = output_table(wh, obj, m, engine)
     if obj.kind != SOURCE:  # a source keeps only its change log
-        writes = _state_writes_in_arrow(delta, cols, key)
-        out.stage(writes if writes is not None else
-                  engine.sql(state_upsert_sql(cols, key, "rw_delta"), rw_delta=delta))
+        out.stage(state_writes(engine, delta, cols, key))
     state = dict(m.state)
     dropped: list[str] = []
     tables = {OUTPUT: out, **ctx.tables}
@@ -317,32 +314,12 @@ def _insert_delete_counts(engine, delta) -> dict:
     return engine.to_arrow(counts).to_pylist()[0]
 
 
-def _state_writes_in_arrow(delta, cols: list[str], key: list[str]) -> pa.Table | None:
-    """state_upsert_sql without SQL when the key has numpy codes: inserted rows, plus tombstones
-    for keys the delta only deletes."""
-    if not isinstance(delta, pa.Table):
-        return None
-    codes = sst_cache.key_codes(delta, key)
-    if codes is None:
-        return None
-    ins = np.asarray(pc.greater(delta.column(W), 0))
-    ins_codes = np.sort(codes[ins])
-    dels = ~ins
-    if len(ins_codes):
-        pos = np.minimum(np.searchsorted(ins_codes, codes), len(ins_codes) - 1)
-        dels &= ins_codes[pos] != codes
-    rows = delta.select(cols)
-    return pa.concat_tables([
-        rows.filter(pa.array(ins)).append_column(DELETED, pa.array(np.zeros(int(ins.sum()), bool))),
-        rows.filter(pa.array(dels)).append_column(DELETED, pa.array(np.ones(int(dels.sum()), bool)))])
-
-
 def _check_unique_key(engine, obj: CatalogObject, delta, key: list[str]) -> None:
     """A consolidated step delta holds at most one insert and one delete per stream key."""
     if not key:
         return
-    codes = sst_cache.key_codes(delta, key) if isinstance(delta, pa.Table) else None
-    if codes is not None:
+    codes = sst_cache.key_hash(delta, key) if isinstance(delta, pa.Table) else None
+    if codes is not None:  # distinct hashes are distinct keys (equal ones: the exact check below)
         w = delta.column(W).to_numpy()
         if not len(w) or np.abs(w).max() <= 1:
             ordered = np.sort(codes[w > 0]), np.sort(codes[w < 0])

@@ -138,6 +138,29 @@ def key_codes(table: pa.Table, keys: list[str]) -> np.ndarray | None:
     return _int_codes([table.column(k).combine_chunks() for k in keys])
 
 
+_MIX = np.uint64(0x9E3779B97F4A7C15)
+
+
+def key_hash(table: pa.Table, keys: list[str]) -> np.ndarray | None:
+    """A 64-bit hash of the key columns of every row (integer-like columns without NULLs; None
+    otherwise). Equal keys hash equal; unequal keys almost never do, so callers compare the rows
+    of equal hashes before trusting a match."""
+    if not keys:
+        return None
+    h = np.zeros(table.num_rows, np.uint64)
+    for k in keys:
+        c = table.column(k)
+        if c.null_count or not (_int_like(c.type) or pa.types.is_boolean(c.type)):
+            return None
+        if not pa.types.is_integer(c.type):
+            c = c.cast(pa.int8() if pa.types.is_boolean(c.type) else
+                       pa.int64() if c.type.bit_width == 64 else pa.int32())
+        v = c.to_numpy().astype(np.int64).view(np.uint64)
+        h = (h ^ v) * _MIX
+        h ^= h >> np.uint64(29)
+    return h
+
+
 def sort_indices(table: pa.Table, keys: list[str], last: str | None = None):
     """Row order sorting `table` by `keys` (NULLs first), then by the integer column `last` when
     given. Integer-like keys whose codes are unique, or tie only in pairs (a delete and an insert of
@@ -237,6 +260,7 @@ def rows_matching(path: str, cols: list[str], wanted: np.ndarray, want_null: boo
 
 
 _SPARSE = 512  # one key in this many in a large file's sparse index
+_SPARSE_MIN_ROWS = 1 << 22  # files smaller than this fit the cache well enough for plain searches
 
 
 def _search(keys: np.ndarray, wanted: np.ndarray, side: str = "left") -> np.ndarray:
@@ -245,7 +269,7 @@ def _search(keys: np.ndarray, wanted: np.ndarray, side: str = "left") -> np.ndar
     binary search runs in all blocks at once, each touching a few nearby cache lines instead of
     ~log2(n) scattered ones."""
     n = len(keys)
-    if n < (1 << 22) or len(wanted) * 64 > n or keys.dtype == object:
+    if n < _SPARSE_MIN_ROWS or len(wanted) * 64 > n or keys.dtype == object:
         return np.searchsorted(keys, wanted, side=side)
     below = np.less if side == "left" else np.less_equal  # keys[i] before the answer
     block = np.searchsorted(keys[::_SPARSE], wanted, side=side) - 1
