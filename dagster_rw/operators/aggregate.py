@@ -9,7 +9,9 @@ State strategies, chosen per aggregate:
 """
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .. import types as sqltypes
 from ..engine.duck import quote
@@ -83,7 +85,7 @@ class AggregateOp(Operator):
         dg = self.sql(f"SELECT {gsel}{', '.join(parts)} FROM d{group_by}", d=d)
 
         acc = self.state("acc")
-        old = acc.lookup(self.sql(f"SELECT {g} FROM k", k=dg), self.groups) if self.groups else acc.read_all()
+        old = acc.lookup(dg, self.groups) if self.groups else acc.read_all()
         rels = {"dg": dg, "o": old}
         joins = [f"LEFT JOIN o ON {null_safe_eq(self.groups, self.groups, 'dg', 'o')}"]
         for i, a in enumerate(node.aggs):
@@ -108,16 +110,21 @@ class AggregateOp(Operator):
             f"{', '.join(old_cols)} FROM dg {' '.join(joins)}", **rels)
 
         is_global = "TRUE" if node.is_global else "FALSE"
-        acc.stage(self.sql(
-            f"SELECT {gsel}{', '.join(quote(n) for n, _ in self.acc_columns())}, "
-            f"(NOT {is_global} AND cnt <= 0) AS {DELETED} FROM j", j=joined))
+        if isinstance(joined, pa.Table):
+            gone = pc.less_equal(joined.column("cnt"), 0) if not node.is_global else \
+                pa.array(np.zeros(joined.num_rows, bool))
+            acc.stage(joined.select(self.groups + [n for n, _ in self.acc_columns()]).append_column(DELETED, gone))
+        else:
+            acc.stage(self.sql(
+                f"SELECT {gsel}{', '.join(quote(n) for n, _ in self.acc_columns())}, "
+                f"(NOT {is_global} AND cnt <= 0) AS {DELETED} FROM j", j=joined))
         new_out = ", ".join(self.groups_sel() + self.output_exprs(""))
         old_out = ", ".join(self.groups_sel() + self.output_exprs("o_"))
-        out = self.sql(
+        union = (
             f"SELECT {new_out + ', ' if new_out else ''}CAST(1 AS BIGINT) AS {W} FROM j WHERE {is_global} OR cnt > 0 "
             f"UNION ALL SELECT {old_out + ', ' if old_out else ''}CAST(-1 AS BIGINT) AS {W} FROM j "
-            f"WHERE o_cnt IS NOT NULL AND ({is_global} OR o_cnt > 0)", j=joined)
-        return self.sql(consolidate_sql([cname(i) for i in range(len(node.columns))], "o"), o=out)
+            f"WHERE o_cnt IS NOT NULL AND ({is_global} OR o_cnt > 0)")
+        return self.sql(consolidate_sql([cname(i) for i in range(len(node.columns))], f"({union}) rw_o"), j=joined)
 
     def groups_sel(self) -> list[str]:
         return [quote(g) for g in self.groups]
@@ -156,7 +163,11 @@ class AggregateOp(Operator):
         nm = self.sql(
             f"SELECT {col_list(keys, 'dm.')}, coalesce(om.cnt, 0) AS old_c, coalesce(om.cnt, 0) + dm.dc AS new_c "
             f"FROM dm LEFT JOIN om ON {null_safe_eq(keys, keys, 'dm', 'om')}", dm=dm, om=om)
-        minput.stage(self.sql(f"SELECT {gsel}v, new_c AS cnt, new_c <= 0 AS {DELETED} FROM nm", nm=nm))
+        if isinstance(nm, pa.Table):
+            minput.stage(nm.select(keys + ["new_c"]).rename_columns(keys + ["cnt"]).append_column(
+                DELETED, pc.fill_null(pc.less_equal(nm.column("new_c"), 0), False)))
+        else:
+            minput.stage(self.sql(f"SELECT {gsel}v, new_c AS cnt, new_c <= 0 AS {DELETED} FROM nm", nm=nm))
         if a.distinct:
             return self.sql(
                 f"SELECT {gsel}CAST(sum(CASE WHEN old_c <= 0 AND new_c > 0 THEN 1 "
@@ -171,7 +182,10 @@ class AggregateOp(Operator):
             f"bool_or(nm.old_c > 0 AND nm.new_c <= 0 AND nm.v = o.m{i}) AS lost, true AS g_touched "
             f"FROM nm LEFT JOIN o ON {null_safe_eq(self.groups, self.groups, 'nm', 'o')}"
             + (f" GROUP BY {col_list(self.groups, 'nm.')}" if self.groups else ""), nm=nm, o=old)
-        lost = self.sql(f"SELECT {g if g else '1 AS one'} FROM p WHERE lost", p=per_group)
+        if isinstance(per_group, pa.Table):
+            lost = per_group.filter(pc.fill_null(per_group.column("lost"), False)).select(self.groups)
+        else:
+            lost = self.sql(f"SELECT {g if g else '1 AS one'} FROM p WHERE lost", p=per_group)
         recomputed = None
         if self.engine.num_rows(lost):
             rest = minput.lookup(lost, self.groups) if self.groups else minput.read_all()
@@ -181,16 +195,18 @@ class AggregateOp(Operator):
                 f"UNION ALL SELECT {gsel}v, new_c AS cnt FROM nm) u WHERE cnt > 0"
                 + (f" GROUP BY {g}" if self.groups else ""), r=rest, nm=nm)
         on = null_safe_eq(self.groups, self.groups, "p", "o")
+        rels = {"p": per_group, "o": old}
         if recomputed is None:
-            recomputed = self.sql(f"SELECT {gsel}CAST(NULL AS {self.value_type(a)}) AS rb FROM p WHERE false",
-                                  p=per_group)
+            rb, rc_join = f"CAST(NULL AS {self.value_type(a)})", ""
+        else:
+            rb, rc_join = "rc.rb", f" LEFT JOIN rc ON {null_safe_eq(self.groups, self.groups, 'p', 'rc')}"
+            rels["rc"] = recomputed
         return self.sql(
             f"SELECT {col_list(self.groups, 'p.')}{', ' if self.groups else ''}p.g_touched, CASE "
-            f"WHEN p.lost THEN rc.rb "
+            f"WHEN p.lost THEN {rb} "
             f"WHEN o.m{i} IS NULL THEN p.ins_best WHEN p.ins_best IS NULL THEN o.m{i} "
             f"ELSE {'least' if best == 'min' else 'greatest'}(o.m{i}, p.ins_best) END AS m "
-            f"FROM p LEFT JOIN o ON {on} LEFT JOIN rc ON {null_safe_eq(self.groups, self.groups, 'p', 'rc')}",
-            p=per_group, o=old, rc=recomputed)
+            f"FROM p LEFT JOIN o ON {on}{rc_join}", **rels)
 
     def value_type(self, a) -> str:
         return sqltypes.duckdb_type(self.node.child.columns[a.arg].type)

@@ -79,8 +79,8 @@ class JoinSides:
 
     def stage_sides(self, dl, dr) -> None:
         for side, delta, cols in (("left", dl, self.lcols()), ("right", dr, self.rcols())):
-            if not self.engine.num_rows(delta):
-                continue
+            if isinstance(delta, pa.Table) and not delta.num_rows:
+                continue  # (a Spark delta is not counted: that would be a job of its own)
             self.state(side).stage(state_writes(self.engine, delta, cols, self.side_pk(side)))
 
     def keys_of(self, delta, cols: list[str], as_names: list[str]):
@@ -102,7 +102,7 @@ class JoinSides:
 class InnerJoinOp(JoinSides, Operator):
     def apply(self, inputs):
         dl, dr = inputs
-        changed_l, changed_r = self.engine.num_rows(dl) > 0, self.engine.num_rows(dr) > 0
+        changed_l, changed_r = (not isinstance(d, pa.Table) or d.num_rows > 0 for d in (dl, dr))
         cond = self.condition()
         parts, rels = [], {"dl": dl, "dr": dr}
         if changed_l:  # dL join R_old
