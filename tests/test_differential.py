@@ -50,6 +50,9 @@ JOINS = {
     "three_way": "SELECT a.id, b.id AS bid, c.v FROM t1 a JOIN t2 b ON a.k = b.k JOIN t3 c ON c.k = b.k",
     "left_join_agg": "SELECT t1.k, count(t2.id) AS matches FROM t1 LEFT JOIN t2 ON t1.k = t2.k GROUP BY t1.k",
     "expression_key_join": "SELECT t1.id, t2.id AS id2 FROM t1 LEFT JOIN t2 ON t1.k + 1 = t2.k",
+    # a fact joined to a dimension by its primary key (the in-process step gathers these matches)
+    "key_join_agg": "SELECT t2.w, count(*) AS n, max(t1.v) AS mx, sum(t1.v) AS sv FROM t1 JOIN t2 ON t1.id = t2.id "
+                    "WHERE t1.v IS NOT NULL GROUP BY t2.w",
 }
 
 SETS_TOPN_NOPK = {

@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 from .. import types as sqltypes
 from ..engine.duck import quote
 from ..sql.plan import cname
+from ..storage import sst_cache
 from .base import DELETED, Operator, W, col_list, consolidate_sql, null_safe_eq
 
 MINPUT = ("min", "max")
@@ -155,14 +156,19 @@ class AggregateOp(Operator):
         gsel = g + ", " if self.groups else ""
         x = quote(cname(a.arg))
         minput = self.state(f"minput{i}")
-        dm = self.sql(
-            f"SELECT {gsel}{x} AS v, CAST(sum({W}) AS BIGINT) AS dc FROM d WHERE {x} IS NOT NULL "
-            f"GROUP BY {gsel}{x} HAVING sum({W}) <> 0", d=d)
-        om = minput.lookup(dm, self.groups + ["v"])
         keys = self.groups + ["v"]
-        nm = self.sql(
-            f"SELECT {col_list(keys, 'dm.')}, coalesce(om.cnt, 0) AS old_c, coalesce(om.cnt, 0) + dm.dc AS new_c "
-            f"FROM dm LEFT JOIN om ON {null_safe_eq(keys, keys, 'dm', 'om')}", dm=dm, om=om)
+        counted = self.counts_in_numpy(d, a, minput, old, i)
+        if counted is not None:
+            nm, per_group = counted
+        else:
+            per_group = None
+            dm = self.sql(
+                f"SELECT {gsel}{x} AS v, CAST(sum({W}) AS BIGINT) AS dc FROM d WHERE {x} IS NOT NULL "
+                f"GROUP BY {gsel}{x} HAVING sum({W}) <> 0", d=d)
+            om = minput.lookup(dm, keys)
+            nm = self.sql(
+                f"SELECT {col_list(keys, 'dm.')}, coalesce(om.cnt, 0) AS old_c, coalesce(om.cnt, 0) + dm.dc AS new_c "
+                f"FROM dm LEFT JOIN om ON {null_safe_eq(keys, keys, 'dm', 'om')}", dm=dm, om=om)
         if isinstance(nm, pa.Table):
             minput.stage(nm.select(keys + ["new_c"]).rename_columns(keys + ["cnt"]).append_column(
                 DELETED, pc.fill_null(pc.less_equal(nm.column("new_c"), 0), False)))
@@ -176,7 +182,7 @@ class AggregateOp(Operator):
         best = "min" if a.func == "min" else "max"
         # per touched group: the best value among touched values still present, and whether the
         # old extreme itself was removed (then the group's remaining values decide)
-        per_group = self.sql(
+        per_group = per_group if per_group is not None else self.sql(
             f"SELECT {col_list(self.groups, 'nm.') + ', ' if self.groups else ''}"
             f"{best}(CASE WHEN nm.new_c > 0 THEN nm.v END) AS ins_best, "
             f"bool_or(nm.old_c > 0 AND nm.new_c <= 0 AND nm.v = o.m{i}) AS lost, true AS g_touched "
@@ -207,6 +213,72 @@ class AggregateOp(Operator):
             f"WHEN o.m{i} IS NULL THEN p.ins_best WHEN p.ins_best IS NULL THEN o.m{i} "
             f"ELSE {'least' if best == 'min' else 'greatest'}(o.m{i}, p.ins_best) END AS m "
             f"FROM p LEFT JOIN o ON {on}{rc_join}", **rels)
+
+    def counts_in_numpy(self, d, a, minput, old, i: int):
+        """The value counts of a MIN/MAX without SQL, when the group column and the value are
+        integers that code into one sortable number: (nm, per_group) as the SQL path makes them,
+        or None to take that path."""
+        x = cname(a.arg)
+        if not isinstance(d, pa.Table) or not isinstance(old, pa.Table) or a.distinct or len(self.groups) > 1 \
+                or not pa.types.is_integer(d.schema.field(x).type):
+            return None
+        keys = self.groups + ["v"]
+        sub = d.select(self.groups + [x, W]).rename_columns(keys + [W])
+        if sub.column("v").null_count:
+            sub = sub.filter(pc.is_valid(sub.column("v")))
+        codes = sst_cache.key_codes(sub, keys)
+        gcodes_old = sst_cache.key_codes(old, self.groups) if self.groups else np.zeros(old.num_rows, np.int8)
+        if codes is None or gcodes_old is None:
+            return None
+        # dm: per (group, value) the change in its count, sorted by group, then value
+        order = np.argsort(codes)
+        ordered = codes[order]
+        if not len(codes):
+            return None
+        starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+        dc = np.add.reduceat(sub.column(W).to_numpy()[order], starts)
+        keep = dc != 0
+        ucodes, dc, first = ordered[starts][keep], dc[keep], order[starts][keep]
+        if not len(ucodes):
+            return None  # nothing changes the counts (SQL's answer covers a global aggregate's one row)
+        dm = sub.select(keys).take(pa.array(first))
+        # old counts, aligned with dm's rows (found rows are a subset of dm's keys)
+        om = minput.lookup(dm, keys)
+        old_c = np.zeros(len(ucodes), np.int64)
+        if om.num_rows:
+            ocodes = sst_cache.key_codes(om, keys)
+            old_c[np.searchsorted(ucodes, ocodes)] = om.column("cnt").to_numpy()
+        new_c = old_c + dc
+        nm = dm.append_column("old_c", pa.array(old_c)).append_column("new_c", pa.array(new_c))
+        # per group: the best value still counted among the touched ones, and whether the old
+        # extreme lost its last copy
+        gcodes = sst_cache.key_codes(dm, self.groups) if self.groups else np.zeros(len(ucodes), np.int8)
+        gstarts = np.flatnonzero(np.concatenate(([True], gcodes[1:] != gcodes[:-1])))
+        rows = np.arange(len(ucodes))
+        alive = new_c > 0
+        if a.func == "max":
+            best = np.maximum.reduceat(np.where(alive, rows, -1), gstarts)
+            has_best = best >= 0
+        else:
+            best = np.minimum.reduceat(np.where(alive, rows, len(rows)), gstarts)
+            has_best = best < len(rows)
+        ins_best = dm.column("v").take(pa.array(np.where(has_best, best, 0), mask=~has_best))
+        old_best = np.zeros(len(gstarts), np.int64)
+        old_valid = np.zeros(len(gstarts), bool)
+        m_old = old.column(f"m{i}")
+        if old.num_rows and len(gstarts):
+            pos = np.minimum(np.searchsorted(gcodes[gstarts], gcodes_old), len(gstarts) - 1)
+            hit = (gcodes[gstarts][pos] == gcodes_old) & np.asarray(m_old.is_valid())
+            old_best[pos[hit]] = m_old.filter(pa.array(hit)).cast(pa.int64()).to_numpy()
+            old_valid[pos[hit]] = True
+        value = dm.column("v").cast(pa.int64()).to_numpy()
+        group_of = np.repeat(np.arange(len(gstarts)), np.diff(np.append(gstarts, len(rows))))
+        removed = (old_c > 0) & (new_c <= 0) & old_valid[group_of] & (value == old_best[group_of])
+        lost = np.logical_or.reduceat(removed, gstarts)
+        per_group = pa.table({**{g: dm.column(g).take(pa.array(gstarts)) for g in self.groups},
+                              "ins_best": ins_best, "lost": pa.array(lost),
+                              "g_touched": pa.array(np.ones(len(gstarts), bool))})
+        return nm, per_group
 
     def value_type(self, a) -> str:
         return sqltypes.duckdb_type(self.node.child.columns[a.arg].type)

@@ -12,6 +12,7 @@ from sqlglot import exp
 
 from ..engine.duck import quote
 from ..sql.plan import cname
+from ..storage import sst_cache
 from .base import (
     Operator,
     W,
@@ -106,8 +107,13 @@ class InnerJoinOp(JoinSides, Operator):
         cond = self.condition()
         parts, rels = [], {"dl": dl, "dr": dr}
         if changed_l:  # dL join R_old
-            rels["rh"] = self.with_unit_weight(
-                self.state("right").lookup(self.keys_of(dl, self.lkeys(), self.rkeys()), self.rkeys()), self.rcols())
+            r_hit = self.state("right").lookup(self.keys_of(dl, self.lkeys(), self.rkeys()), self.rkeys())
+            if not changed_r:
+                gathered = self.gather(dl, r_hit)
+                if gathered is not None:
+                    self.stage_sides(dl, dr)
+                    return consolidate(self.engine, gathered, [cname(i) for i in range(len(self.node.columns))])
+            rels["rh"] = self.with_unit_weight(r_hit, self.rcols())
             parts.append(f"SELECT {self.output_select('l.' + W)} FROM dl l JOIN rh r ON {cond}")
         if changed_r:  # L_old join dR
             rels["lh"] = self.with_unit_weight(
@@ -121,6 +127,29 @@ class InnerJoinOp(JoinSides, Operator):
             return delta_schema(self.node).empty_table()
         out = self.sql(" UNION ALL ".join(parts), **rels)
         return consolidate(self.engine, out, out_cols)
+
+    def gather(self, dl, r_hit):
+        """dL join R_old without SQL when each join key matches at most one right row (the right
+        side's key is within the join key) and the keys are integers: a search and a take."""
+        if not (isinstance(dl, pa.Table) and isinstance(r_hit, pa.Table)) or self.node.residual is not None \
+                or self.side_pk("right") != self.rkeys():
+            return None
+        lcodes = sst_cache.key_codes(dl, self.lkeys())
+        rcodes = sst_cache.key_codes(r_hit, self.rkeys())
+        if lcodes is None or rcodes is None or lcodes.dtype != rcodes.dtype:
+            return None
+        order = np.argsort(rcodes)
+        ordered = rcodes[order]
+        if len(ordered) and (ordered[1:] == ordered[:-1]).any():
+            return None
+        pos = np.minimum(np.searchsorted(ordered, lcodes), max(len(ordered) - 1, 0))
+        match = ordered[pos] == lcodes if len(ordered) else np.zeros(len(lcodes), bool)
+        left = dl.filter(pa.array(match))
+        right = r_hit.take(pa.array(order[pos[match]]))
+        nl = len(self.node.left.columns)
+        columns = [left.column(c) for c in self.lcols()] + [right.column(c) for c in self.rcols()]
+        names = [cname(i) for i in range(nl + len(self.rcols()))]
+        return pa.Table.from_arrays(columns + [left.column(W)], names + [W])
 
     def with_unit_weight(self, rel, cols):
         if isinstance(rel, pa.Table):

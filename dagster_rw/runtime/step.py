@@ -8,6 +8,7 @@ step leaves only unreferenced files behind.
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
@@ -262,17 +263,22 @@ def _commit_output(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, delta,
     state = dict(m.state)
     dropped: list[str] = []
     tables = {OUTPUT: out, **ctx.tables}
+    counts = _insert_delete_counts(engine, delta)
+    # the step's files are independent: in-process, sort and write them on two threads (numpy's
+    # sort, Arrow's take and Parquet's writer release the GIL); Spark writes them one by one
+    jobs = {name: (table.flush, start, target) for name, table in tables.items()}
+    if counts["ins"] or counts["del"]:
+        jobs[None] = (_write_changelog, wh, engine, obj, delta, start, target)
+    written = _run_all(jobs, parallel=engine is wh.engine)
     for name, table in tables.items():
-        f = table.flush(start, target)
-        files = list(table.files) + ([f] if f else [])
-        table.files = files
+        f = written[name]
+        table.files = list(table.files) + ([f] if f else [])
         files, gone = table.compact(wh.options["compact_max_files"])
         dropped.extend(gone)
         state[name] = files
     changelog = list(m.changelog)
-    counts = _insert_delete_counts(engine, delta)
-    if counts["ins"] or counts["del"]:
-        changelog.append(_write_changelog(wh, engine, obj, delta, start, target))
+    if None in written:
+        changelog.append(written[None])
     # change files every consumer has read are no longer needed
     watermark = wh.consumer_watermark(obj.name, target)
     keep = [f for f in changelog if f.epoch_to > watermark]
@@ -294,6 +300,20 @@ def _commit_output(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, delta,
     committed = manifests.commit(wh.store, nxt, dropped, wh.options["gc_grace_seconds"])
     wh.remember_manifest(committed)
     return target
+
+
+_pool: ThreadPoolExecutor | None = None
+
+
+def _run_all(jobs: dict, parallel: bool) -> dict:
+    """Call each job (function, *args); on a shared pool of two threads when `parallel`."""
+    global _pool
+    if not parallel or len(jobs) < 2:
+        return {k: f(*args) for k, (f, *args) in jobs.items()}
+    if _pool is None:
+        _pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="rw-write")
+    futures = {k: _pool.submit(f, *args) for k, (f, *args) in jobs.items()}
+    return {k: fut.result() for k, fut in futures.items()}
 
 
 def _write_changelog(wh, engine, obj: CatalogObject, delta, start: int, target: int) -> SstFile:

@@ -219,7 +219,11 @@ def encode_keys(keys: pa.Table, cols: list[str], schema: pa.Schema) -> tuple[np.
     columns = [c.filter(keep) for c in columns]
     if len(columns) == 1 and not (pa.types.is_string(columns[0].type) or pa.types.is_large_string(columns[0].type)):
         return np.sort(pc.unique(columns[0]).to_numpy(zero_copy_only=False)), want_null
-    return np.unique(_encode(columns)), want_null
+    codes = _encode(columns)
+    if codes.dtype == object:
+        return np.unique(codes), want_null
+    codes = np.sort(codes)  # a quicksort and a mask: several times faster than np.unique's hashing
+    return codes[np.concatenate(([True], codes[1:] != codes[:-1]))] if len(codes) else codes, want_null
 
 
 def rows_matching(path: str, cols: list[str], wanted: np.ndarray, want_null: bool,
@@ -260,7 +264,7 @@ def rows_matching(path: str, cols: list[str], wanted: np.ndarray, want_null: boo
 
 
 _SPARSE = 512  # one key in this many in a large file's sparse index
-_SPARSE_MIN_ROWS = 1 << 22  # files smaller than this fit the cache well enough for plain searches
+_SPARSE_MIN_ROWS = 1 << 21  # smaller files fit the cache well enough for plain searches
 
 
 def _search(keys: np.ndarray, wanted: np.ndarray, side: str = "left") -> np.ndarray:
@@ -269,7 +273,7 @@ def _search(keys: np.ndarray, wanted: np.ndarray, side: str = "left") -> np.ndar
     binary search runs in all blocks at once, each touching a few nearby cache lines instead of
     ~log2(n) scattered ones."""
     n = len(keys)
-    if n < _SPARSE_MIN_ROWS or len(wanted) * 64 > n or keys.dtype == object:
+    if n < _SPARSE_MIN_ROWS or len(wanted) * 16 > n or keys.dtype == object:
         return np.searchsorted(keys, wanted, side=side)
     below = np.less if side == "left" else np.less_equal  # keys[i] before the answer
     block = np.searchsorted(keys[::_SPARSE], wanted, side=side) - 1
