@@ -161,6 +161,24 @@ def key_hash(table: pa.Table, keys: list[str]) -> np.ndarray | None:
     return h
 
 
+def _range_codes(columns: list) -> np.ndarray | None:
+    """Two integer columns packed into one sortable uint64 by their value ranges in this table
+    (valid for ordering these rows only, not for comparing with another table's codes)."""
+    if any(c.null_count or not _int_like(c.type) for c in columns):
+        return None
+    values = []
+    for c in columns:
+        if not pa.types.is_integer(c.type):
+            c = c.cast(pa.int64() if c.type.bit_width == 64 else pa.int32())
+        values.append(c.to_numpy().astype(np.int64))
+    lo = [int(v.min()) for v in values]
+    widths = [max(int(v.max()) - low, 0).bit_length() for v, low in zip(values, lo)]
+    if sum(widths) > 63:
+        return None
+    hi = (values[0] - lo[0]).astype(np.uint64) << np.uint64(widths[1])
+    return hi | (values[1] - lo[1]).astype(np.uint64)
+
+
 def sort_indices(table: pa.Table, keys: list[str], last: str | None = None):
     """Row order sorting `table` by `keys` (NULLs first), then by the integer column `last` when
     given. Integer-like keys whose codes are unique, or tie only in pairs (a delete and an insert of
@@ -168,6 +186,8 @@ def sort_indices(table: pa.Table, keys: list[str], last: str | None = None):
     if table.num_rows > 1 and keys:
         cols = [table.column(k).combine_chunks() for k in keys[:2]]
         codes = _int_codes(cols) if len(keys) <= 2 else None
+        if codes is None and len(keys) == 2:
+            codes = _range_codes(cols)
         if codes is not None:
             order = np.argsort(codes)
             ordered = codes[order]
@@ -227,7 +247,8 @@ def encode_keys(keys: pa.Table, cols: list[str], schema: pa.Schema) -> tuple[np.
 
 
 def rows_matching(path: str, cols: list[str], wanted: np.ndarray, want_null: bool,
-                  unique: bool = False, found: np.ndarray | None = None) -> pa.Table | None:
+                  unique: bool = False, found: np.ndarray | None = None,
+                  columns: list[str] | None = None) -> pa.Table | None:
     """Rows of one sorted file whose key columns `cols` equal a wanted key (None: cannot search).
     With `unique` (cols are the file's whole primary key) each key matches at most one row, and
     `found` (a boolean array over `wanted`) gets the wanted keys this file holds set to True."""
@@ -236,11 +257,12 @@ def rows_matching(path: str, cols: list[str], wanted: np.ndarray, want_null: boo
     if idx is None:
         return None
     nulls, keys = idx
+    sparse = _sparse(f, tuple(cols), keys)
     parts = []
     if want_null and nulls:
         parts.append(np.arange(nulls))
     if len(wanted) and len(keys) and unique:
-        pos = _search(keys, wanted)
+        pos = _search(keys, wanted, sparse=sparse)
         inside = pos < len(keys)
         hit = np.zeros(len(wanted), bool)
         hit[inside] = keys[pos[inside]] == wanted[inside]
@@ -250,24 +272,36 @@ def rows_matching(path: str, cols: list[str], wanted: np.ndarray, want_null: boo
         if len(pos):
             parts.append(pos + nulls)
     elif len(wanted) and len(keys):
-        lo = _search(keys, wanted)
-        hi = _search(keys, wanted, "right")
+        lo = _search(keys, wanted, sparse=sparse)
+        hi = _search(keys, wanted, "right", sparse=sparse)
         hit = hi > lo
         lo, hi = lo[hit], hi[hit]
         if len(lo):
             lengths = hi - lo
             starts = np.repeat(lo - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
             parts.append(starts + np.arange(lengths.sum()) + nulls)
+    table = f.table.select(columns) if columns is not None else f.table
     if not parts:
-        return f.table.slice(0, 0)
-    return f.table.take(pa.array(np.concatenate(parts)))
+        return table.slice(0, 0)
+    return table.take(pa.array(np.concatenate(parts)))
+
+
+def _sparse(f: _File, cols: tuple[str, ...], keys: np.ndarray) -> np.ndarray | None:
+    """Every _SPARSE-th key of a large file, kept with its index (a strided view would be copied,
+    one cache miss per entry, by every search)."""
+    if len(keys) < _SPARSE_MIN_ROWS or keys.dtype == object:
+        return None
+    name = ("sparse",) + cols
+    if name not in f.indexes:
+        f.indexes[name] = np.ascontiguousarray(keys[::_SPARSE])
+    return f.indexes[name]
 
 
 _SPARSE = 512  # one key in this many in a large file's sparse index
 _SPARSE_MIN_ROWS = 1 << 21  # smaller files fit the cache well enough for plain searches
 
 
-def _search(keys: np.ndarray, wanted: np.ndarray, side: str = "left") -> np.ndarray:
+def _search(keys: np.ndarray, wanted: np.ndarray, side: str = "left", sparse: np.ndarray | None = None) -> np.ndarray:
     """np.searchsorted(keys, wanted) for sorted `wanted`: when `keys` is far larger than the cache,
     a sparse index (every 512th key) first narrows each search to one block, then a branchless
     binary search runs in all blocks at once, each touching a few nearby cache lines instead of
@@ -276,7 +310,7 @@ def _search(keys: np.ndarray, wanted: np.ndarray, side: str = "left") -> np.ndar
     if n < _SPARSE_MIN_ROWS or len(wanted) * 16 > n or keys.dtype == object:
         return np.searchsorted(keys, wanted, side=side)
     below = np.less if side == "left" else np.less_equal  # keys[i] before the answer
-    block = np.searchsorted(keys[::_SPARSE], wanted, side=side) - 1
+    block = np.searchsorted(sparse if sparse is not None else keys[::_SPARSE], wanted, side=side) - 1
     # invariant: keys[base] is before the answer, which lies in (base, base + size]
     base = block * _SPARSE
     size = _SPARSE

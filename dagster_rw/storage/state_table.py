@@ -101,11 +101,11 @@ class StateTable:
                 break
             found = np.zeros(len(wanted), bool)
             rows = sst_cache.rows_matching(self.store.local_path(f.key), self.pk, wanted, want_null,
-                                           unique=True, found=found)
+                                           unique=True, found=found, columns=self.columns + [DELETED])
             if rows is None:
                 return None
             if rows.num_rows:
-                parts.append(rows.select(full.names).cast(full))
+                parts.append(rows.cast(pa.schema([full.field(n) for n in rows.column_names])))
                 want_null = want_null and rows.column(self.pk[0]).null_count == 0
             wanted = wanted[~found]
         if not parts:
