@@ -24,7 +24,7 @@ from ..storage import manifest as manifests
 from ..storage import sst_cache
 from ..storage.catalog import SOURCE, TABLE, CatalogObject
 from ..storage.manifest import Manifest, SstFile
-from ..storage.state_table import StateTable, write_sst
+from ..storage.state_table import StateTable, prepare_sst, write_sst
 from . import dataflow, epochs
 
 OUTPUT = "output"
@@ -75,9 +75,19 @@ class StepContext:
                                           pk, schema, self.manifest.state.get(key, []))
         return self.tables[key]
 
+    def _decoded(self, source: str, key: str) -> pa.Table:
+        """A change file's rows: from the cache when this process wrote it (perhaps still being
+        written and uploaded by a deferred commit), else read (downloaded first from S3)."""
+        table = sst_cache.cached(self.wh.store.cache_path(key))
+        if table is not None:
+            return table
+        self.wh.settle([source])  # evicted before its deferred commit wrote it: wait for the file
+        return sst_cache.read(self.wh.store.local_path(key))
+
     def input_delta(self, source: str):
         src = self.wh.catalog().get(source)
-        sm = self.wh.manifest(source)
+        # a table committing in the background (a FLUSH) is read from this process's cache
+        sm = self.wh.manifest(source, provisional=not self.backfill and self.engine is self.wh.engine)
         cols = [c.name for c in src.columns]
         if self.backfill:
             if src.kind == SOURCE:  # a source stores no rows: its snapshot is read again from Kafka
@@ -89,13 +99,12 @@ class StepContext:
             rel = self.engine.sql(f"SELECT {col_list(cols)}, CAST(1 AS BIGINT) AS {W} FROM rw_snap", rw_snap=snap)
         else:
             files = [f for f in sm.changelog if f.epoch_from >= self.manifest.epoch and f.epoch_to <= self.target]
-            paths = tuple(self.wh.store.local_path(f.key) for f in files)
             if self.engine is self.wh.engine:  # in-process: the decoded files, shared with other readers
                 schema = changelog_schema(src)
-                rel = pa.concat_tables([sst_cache.read(p).select(schema.names).cast(schema) for p in paths]) \
-                    if paths else schema.empty_table()
+                parts = [self._decoded(source, f.key).select(schema.names).cast(schema) for f in files]
+                rel = pa.concat_tables(parts) if parts else schema.empty_table()
             else:
-                rel = ParquetScan(paths, changelog_schema(src))
+                rel = ParquetScan(tuple(self.wh.store.local_path(f.key) for f in files), changelog_schema(src))
             if len(files) > 1:
                 rel = consolidate(self.engine, rel, cols)
         self.rows_in += self.engine.num_rows(rel)
@@ -104,7 +113,7 @@ class StepContext:
 
 def target_epoch(wh, obj: CatalogObject, committed: int) -> int:
     """The newest epoch every input has committed and that no input's change file straddles."""
-    inputs = [(wh.manifest(i), wh.catalog().get(i)) for i in obj.inputs]
+    inputs = [(wh.manifest(i, provisional=True), wh.catalog().get(i)) for i in obj.inputs]
     upper = min(m.epoch if m.exists else (o.created_epoch if o.kind == TABLE else 0) for m, o in inputs)
     candidates = {upper}
     for m, _ in inputs:
@@ -129,6 +138,8 @@ def refresh_view(wh, obj: CatalogObject, plan) -> int:
             return m.epoch
     t0 = time.perf_counter()
     ctx = StepContext(wh, obj, m, target, backfill, wh.step_engine(_input_rows(wh, obj, m, backfill, target)))
+    if ctx.engine is not wh.engine:
+        wh.settle(obj.inputs)  # Spark reads the inputs' files: they must be written
     root_delta = dataflow.run(plan, ctx)
     cols = [c.name for c in obj.columns]
     named = ctx.engine.sql(
@@ -154,14 +165,14 @@ def refresh_table(wh, obj: CatalogObject) -> int:
     ctx.rows_in = ctx.engine.num_rows(delta) if delta is not None else 0
     if delta is None:
         delta = ctx.engine.from_arrow(changelog_schema(obj).empty_table())
-    return _commit_output(wh, obj, m, ctx, delta, committed, target, t0)
+    return _commit_output(wh, obj, m, ctx, delta, committed, target, t0, defer=wh.pipelining)
 
 
 def _input_rows(wh, obj: CatalogObject, m: Manifest, backfill: bool, target: int) -> int:
     """How many change rows a step will read (from manifests alone), to pick its engine."""
     total = 0
     for name in obj.inputs:
-        im = wh.manifest(name)
+        im = wh.manifest(name, provisional=not backfill)
         if backfill:
             total += sum(f.rows for f in im.state.get(OUTPUT, []))
         else:
@@ -252,7 +263,11 @@ def _apply_batches_in_arrow(wh, obj: CatalogObject, m: Manifest, staged: pa.Tabl
 
 
 def _commit_output(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, delta, start: int, target: int,
-                   t0: float) -> int:
+                   t0: float, defer: bool = False) -> int:
+    """Write the step's files and commit its manifest. With `defer` (a table's step inside a
+    FLUSH, in-process) the files are only sorted and named here, for this process's downstream
+    steps to read from the cache, while a background thread writes them and commits; a view
+    commits only after its inputs' deferred commits succeeded (Warehouse.settle)."""
     engine = ctx.engine
     cols = [c.name for c in obj.columns]
     key = list(obj.stream_key)
@@ -260,16 +275,41 @@ def _commit_output(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, delta,
     out = output_table(wh, obj, m, engine)
     if obj.kind != SOURCE:  # a source keeps only its change log
         out.stage(state_writes(engine, delta, cols, key))
-    state = dict(m.state)
-    dropped: list[str] = []
     tables = {OUTPUT: out, **ctx.tables}
     counts = _insert_delete_counts(engine, delta)
+    changed = bool(counts["ins"] or counts["del"])
+    if defer and engine is wh.engine:
+        prepared = {name: table.prepare(start, target) for name, table in tables.items()}
+        if changed:
+            prepared[None] = _prepare_changelog(wh, engine, obj, delta, start, target)
+        pool = _writers()
+        futures = {k: pool.submit(p.finish) for k, p in prepared.items() if p is not None}
+        provisional = Manifest(
+            object=obj.name, version=m.version, epoch=target,
+            state={**m.state, **{n: list(t.files) + ([prepared[n].provisional()] if prepared[n] else [])
+                                 for n, t in tables.items()}},
+            changelog=list(m.changelog) + ([prepared[None].provisional()] if changed else []),
+            garbage=m.garbage, positions=m.positions)
+
+        def finish() -> int:
+            written = {k: (futures[k].result() if k in futures else None) for k in prepared}
+            return _finish_commit(wh, obj, m, ctx, tables, written, counts, start, target, t0)
+
+        wh.defer_commit(obj.name, provisional, finish)
+        return target
     # the step's files are independent: in-process, sort and write them on two threads (numpy's
     # sort, Arrow's take and Parquet's writer release the GIL); Spark writes them one by one
     jobs = {name: (table.flush, start, target) for name, table in tables.items()}
-    if counts["ins"] or counts["del"]:
+    if changed:
         jobs[None] = (_write_changelog, wh, engine, obj, delta, start, target)
     written = _run_all(jobs, parallel=engine is wh.engine)
+    return _finish_commit(wh, obj, m, ctx, tables, written, counts, start, target, t0)
+
+
+def _finish_commit(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, tables: dict, written: dict,
+                   counts: dict, start: int, target: int, t0: float) -> int:
+    state = dict(m.state)
+    dropped: list[str] = []
     for name, table in tables.items():
         f = written[name]
         table.files = list(table.files) + ([f] if f else [])
@@ -277,7 +317,7 @@ def _commit_output(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, delta,
         dropped.extend(gone)
         state[name] = files
     changelog = list(m.changelog)
-    if None in written:
+    if written.get(None) is not None:
         changelog.append(written[None])
     # change files every consumer has read are no longer needed
     watermark = wh.consumer_watermark(obj.name, target)
@@ -294,12 +334,20 @@ def _commit_output(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, delta,
         "rows_inserted": int(counts["ins"]),
         "rows_deleted": int(counts["del"]),
         "step_seconds": round(time.perf_counter() - t0, 6),
-        "engine": engine.name,
+        "engine": ctx.engine.name,
         "committed_at": time.time(),
     }
+    wh.settle(obj.inputs)  # never commit past an input whose own commit is still in flight or failed
     committed = manifests.commit(wh.store, nxt, dropped, wh.options["gc_grace_seconds"])
     wh.remember_manifest(committed)
     return target
+
+
+def _writers() -> ThreadPoolExecutor:
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="rw-write")
+    return _pool
 
 
 _pool: ThreadPoolExecutor | None = None
@@ -307,13 +355,15 @@ _pool: ThreadPoolExecutor | None = None
 
 def _run_all(jobs: dict, parallel: bool) -> dict:
     """Call each job (function, *args); on a shared pool of two threads when `parallel`."""
-    global _pool
     if not parallel or len(jobs) < 2:
         return {k: f(*args) for k, (f, *args) in jobs.items()}
-    if _pool is None:
-        _pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="rw-write")
-    futures = {k: _pool.submit(f, *args) for k, (f, *args) in jobs.items()}
+    futures = {k: _writers().submit(f, *args) for k, (f, *args) in jobs.items()}
     return {k: fut.result() for k, fut in futures.items()}
+
+
+def _prepare_changelog(wh, engine, obj: CatalogObject, delta, start: int, target: int):
+    return prepare_sst(wh.store, engine, delta, f"objects/{obj.name}/changes", list(obj.stream_key) + [W],
+                       start, target)
 
 
 def _write_changelog(wh, engine, obj: CatalogObject, delta, start: int, target: int) -> SstFile:

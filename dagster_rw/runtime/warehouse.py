@@ -6,6 +6,7 @@ import random
 import threading
 import time
 import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import pyarrow as pa
 
@@ -75,6 +76,9 @@ class Warehouse:
         self._plans: dict[tuple[str, int], object] = {}
         self._manifests: dict[str, Manifest] = {}
         self.sink_targets: dict[str, tuple] = {}  # sink -> (created epoch, open connector)
+        self.pipelining = False  # inside a FLUSH: tables commit in the background (defer_commit)
+        self._deferred: dict[str, tuple[Manifest, Future]] = {}
+        self._committer: ThreadPoolExecutor | None = None
 
     def step_engine(self, input_rows: int):
         """The engine for a step: in-process for small inputs, Spark for large ones (or as forced)."""
@@ -124,13 +128,41 @@ class Warehouse:
         return self._plans[key]
 
     # -- manifests -----------------------------------------------------------------------------
-    def manifest(self, name: str) -> Manifest:
+    def manifest(self, name: str, provisional: bool = False) -> Manifest:
+        """An object's committed manifest. While its commit runs in the background (a table's step
+        inside a FLUSH), `provisional` gives the manifest it is committing, whose new files this
+        process's cache already holds; without it, this waits for that commit."""
+        if name in self._deferred:
+            if provisional:
+                return self._deferred[name][0]
+            self.settle([name])
         if name not in self._manifests:
             self._manifests[name] = manifests.load(self.store, name)
         return self._manifests[name]
 
     def remember_manifest(self, m: Manifest) -> None:
         self._manifests[m.object] = m
+
+    def defer_commit(self, name: str, provisional: Manifest, finish) -> None:
+        """Run `finish` (which writes a step's files and commits its manifest) on the committer thread."""
+        if self._committer is None:
+            self._committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rw-commit")
+        self._deferred[name] = (provisional, self._committer.submit(finish))
+
+    def settle(self, names=None) -> None:
+        """Wait for deferred commits (of `names`, or all); raises the first that failed, after
+        forgetting what it would have committed."""
+        pending = list(self._deferred) if names is None else [n for n in names if n in self._deferred]
+        error = None
+        for name in pending:
+            _, future = self._deferred.pop(name)
+            try:
+                future.result()
+            except BaseException as e:  # noqa: BLE001 - re-raised below, once every commit has ended
+                self._manifests.pop(name, None)
+                error = error or e
+        if error is not None:
+            raise error
 
     def consumer_watermark(self, name: str, own_target: int) -> int:
         """The lowest epoch any consumer of `name` has committed (consumers still to back-fill
@@ -399,9 +431,20 @@ class Warehouse:
 
     def refresh_all(self) -> int:
         newest = epochs.newest_epoch(self.store)
-        for obj in self.catalog().topological():
-            if obj.kind != catalogs.SINK:
-                self.refresh(obj.name)
+        self.pipelining = True
+        try:
+            for obj in self.catalog().topological():
+                if obj.kind != catalogs.SINK:
+                    self.refresh(obj.name)
+        except BaseException:
+            self.pipelining = False
+            try:
+                self.settle()
+            except BaseException:  # noqa: BLE001 - the first error is the one to report
+                pass
+            raise
+        self.pipelining = False
+        self.settle()
         self.collect_garbage()
         if self.options["flush_delivers_sinks"]:  # after every view committed: views never wait for sinks
             from ..sinks.delivery import deliver_best_effort

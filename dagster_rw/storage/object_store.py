@@ -63,6 +63,10 @@ class ObjectStore:
     def local_path(self, key: str) -> str: ...
     def upload_file(self, path: str, key: str) -> None: ...
 
+    def cache_path(self, key: str) -> str:
+        """Where local_path() finds the object, without fetching it (it may not exist yet)."""
+        return self.local_path(key)
+
     def scratch_dir(self) -> str:
         d = os.path.join(tempfile.gettempdir(), "dagster_rw_scratch")
         os.makedirs(d, exist_ok=True)
@@ -203,6 +207,10 @@ class S3Store(ObjectStore):
             if _not_found(e):
                 return False
             raise  # no permission, no bucket...: not the same as "absent"
+
+    def cache_path(self, key: str) -> str:
+        """Where local_path() keeps the object, without fetching it (it may not exist yet)."""
+        return os.path.join(self.cache_dir, key)
 
     def local_path(self, key: str) -> str:
         """A local copy of an immutable object, downloaded once into the cache."""

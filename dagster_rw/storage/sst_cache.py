@@ -88,6 +88,15 @@ def read(path: str) -> pa.Table:
     return _file(path).table
 
 
+def cached(path: str) -> pa.Table | None:
+    """The decoded file if the cache holds it (a file this process is still writing, for one)."""
+    with _lock:
+        f = _cache.get(path)
+        if f is not None:
+            _cache.move_to_end(path)
+        return f.table if f is not None else None
+
+
 def _is_small_int(t: pa.DataType) -> bool:
     return pa.types.is_integer(t) and t.bit_width <= 32
 

@@ -120,6 +120,12 @@ class StateTable:
 
     def flush(self, epoch_from: int, epoch_to: int) -> SstFile | None:
         """Write everything staged in this step as one sorted file stamped with the epoch range."""
+        prepared = self.prepare(epoch_from, epoch_to)
+        return prepared.finish() if prepared is not None else None
+
+    def prepare(self, epoch_from: int, epoch_to: int) -> PreparedSst | None:
+        """flush's first half: the staged rows as one file-to-be, sorted, named and (in-process)
+        readable from the cache; `finish()` writes it."""
         if not self._staged:
             return None
         staged, self._staged = self._staged, []
@@ -130,7 +136,8 @@ class StateTable:
                 return None
             rel = pa.concat_tables([p.cast(pa.schema([full.field(n) for n in p.column_names])) for p in parts])
             rel = rel.append_column(EPOCH, pa.array(np.full(rel.num_rows, epoch_to, np.int64)))
-            return self._write(rel.select(full.names), epoch_from, epoch_to)
+            return prepare_sst(self.store, self.engine, rel.select(full.names), self.key_dir, self.pk,
+                               epoch_from, epoch_to)
         cols = ", ".join(quote(c) for c in self.columns)
         rels = {f"r{i}": r for i, r in enumerate(staged)}
         union = " UNION ALL ".join(f"SELECT {cols}, {DELETED} FROM r{i}" for i in range(len(rels)))
@@ -138,7 +145,7 @@ class StateTable:
                               **rels)
         if self.engine.num_rows(rel) == 0:
             return None
-        return self._write(rel, epoch_from, epoch_to)
+        return prepare_sst(self.store, self.engine, rel, self.key_dir, self.pk, epoch_from, epoch_to)
 
     def _write(self, rel, epoch_from: int, epoch_to: int) -> SstFile:
         return write_sst(self.store, self.engine, rel, self.key_dir, self.pk, epoch_from, epoch_to)
@@ -195,34 +202,73 @@ class StateTable:
         return new_files, dropped
 
 
+class PreparedSst:
+    """A step file whose name and rows are fixed (Arrow rows sorted, and cached for this process's
+    readers) but which is not written yet: `finish()` writes and uploads it."""
+
+    def __init__(self, store: ObjectStore, engine: Engine, key: str, rel, table: pa.Table | None,
+                 sort_keys: list[str], epoch_from: int, epoch_to: int):
+        self.store, self.engine, self.key, self.rel, self.table = store, engine, key, rel, table
+        self.sort_keys, self.epoch_from, self.epoch_to = sort_keys, epoch_from, epoch_to
+
+    def provisional(self) -> SstFile:
+        """Its entry before it is written (size unknown): for this process's downstream steps."""
+        return SstFile(key=self.key, epoch_from=self.epoch_from, epoch_to=self.epoch_to,
+                       rows=self.table.num_rows if self.table is not None else 0, bytes=0)
+
+    def finish(self) -> SstFile:
+        tmp = os.path.join(self.store.scratch_dir(), f"{uuid.uuid4().hex}.parquet")
+        if self.table is not None:
+            write_parquet(self.table, tmp)
+            rows = self.table.num_rows
+        else:
+            rows = self.engine.write_parquet(self.rel, tmp, self.sort_keys)
+        size = os.path.getsize(tmp)
+        self.store.upload_file(tmp, self.key)
+        return SstFile(key=self.key, epoch_from=self.epoch_from, epoch_to=self.epoch_to, rows=rows, bytes=size)
+
+
+def prepare_sst(store: ObjectStore, engine: Engine, rel, key_dir: str, sort_keys: list[str],
+                epoch_from: int, epoch_to: int) -> PreparedSst:
+    name = f"{epoch_from:020d}-{epoch_to:020d}-{uuid.uuid4().hex[:12]}.parquet"
+    key = f"{key_dir}/{name}"
+    table = sort_for_sst(rel, sort_keys) if isinstance(rel, pa.Table) else None
+    if table is not None:
+        sst_cache.put(store.cache_path(key), table)
+    return PreparedSst(store, engine, key, rel, table, sort_keys, epoch_from, epoch_to)
+
+
 def write_sst(store: ObjectStore, engine: Engine, rel, key_dir: str, sort_keys: list[str],
               epoch_from: int, epoch_to: int) -> SstFile:
     """Write one immutable file sorted by `sort_keys`, named by its epoch range, under `key_dir`.
     Arrow input is sorted and written here and kept decoded in the cache for its first readers."""
-    name = f"{epoch_from:020d}-{epoch_to:020d}-{uuid.uuid4().hex[:12]}.parquet"
-    key = f"{key_dir}/{name}"
-    tmp = os.path.join(store.scratch_dir(), f"{uuid.uuid4().hex}.parquet")
-    written = write_sorted(rel, tmp, sort_keys) if isinstance(rel, pa.Table) else None
-    rows = written.num_rows if written is not None else engine.write_parquet(rel, tmp, sort_keys)
-    size = os.path.getsize(tmp)
-    store.upload_file(tmp, key)
-    if written is not None:
-        sst_cache.put(store.local_path(key), written)
-    return SstFile(key=key, epoch_from=epoch_from, epoch_to=epoch_to, rows=rows, bytes=size)
+    return prepare_sst(store, engine, rel, key_dir, sort_keys, epoch_from, epoch_to).finish()
 
 
-def write_sorted(table: pa.Table, path: str, keys: list[str]) -> pa.Table | None:
-    """Sort an Arrow table by `keys` (NULLs first, as DuckDB writes them) and write it as Parquet.
-    Returns the sorted table, or None when Parquet cannot hold a column type (intervals)."""
+def sort_for_sst(table: pa.Table, keys: list[str]) -> pa.Table | None:
+    """An Arrow table sorted by `keys` (NULLs first, as DuckDB writes them), or None when Parquet
+    cannot hold a column type (intervals: DuckDB writes those)."""
     if any(pa.types.is_interval(f.type) for f in table.schema):
         return None
     if keys and table.num_rows > 1:
         # a change log's weight column only orders a key's delete before its insert
         last = keys[-1] if keys[-1] == "_w" else None
         table = table.take(sst_cache.sort_indices(table, keys[:-1] if last else keys, last))
+    return table
+
+
+def write_parquet(table: pa.Table, path: str) -> None:
     # step files are small and written often: snappy, and dictionaries only where values repeat
     # (strings); dictionary-encoding numeric columns costs more than half the write time
     pq.write_table(table, path, compression="snappy", use_dictionary=[
         f.name for f in table.schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
         or pa.types.is_binary(f.type) or pa.types.is_dictionary(f.type)])
+
+
+def write_sorted(table: pa.Table, path: str, keys: list[str]) -> pa.Table | None:
+    """Sort an Arrow table by `keys` and write it as Parquet. Returns the sorted table, or None
+    when Parquet cannot hold a column type (intervals)."""
+    table = sort_for_sst(table, keys)
+    if table is not None:
+        write_parquet(table, path)
     return table
