@@ -42,6 +42,7 @@ def run(root: Node, ctx):
     for node in root.walk():
         op = operator_for(node, ctx)
         deltas[node.id] = op.apply([deltas[c.id] for c in node.children])
+        ctx.operator_done(node.id)
         for child in node.children:
             deltas.pop(child.id, None)
     return deltas[root.id]

@@ -55,6 +55,17 @@ class StepContext:
         self.backfill = backfill
         self.tables: dict[str, StateTable] = {}
         self.rows_in = 0
+        self.written: dict = {}  # state table -> its file, written while later operators run
+
+    def operator_done(self, op_id: int) -> None:
+        """An operator has staged all its state writes: in-process, write its files now, on the
+        writer threads, while the operators above it compute."""
+        if self.engine is not self.wh.engine:
+            return
+        start = self.manifest.epoch if self.manifest.exists else self.target
+        for name, table in self.tables.items():
+            if name.startswith(f"op{op_id}.") and name not in self.written:
+                self.written[name] = _writers().submit(table.flush, start, self.target)
 
     def watermark(self, source: str, epoch: int) -> int | None:
         """The watermark of `source` as of `epoch` (microseconds since 1970; None: no event yet)."""
@@ -299,10 +310,12 @@ def _commit_output(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, delta,
         return target
     # the step's files are independent: in-process, sort and write them on two threads (numpy's
     # sort, Arrow's take and Parquet's writer release the GIL); Spark writes them one by one
-    jobs = {name: (table.flush, start, target) for name, table in tables.items()}
+    early = ctx.written
+    jobs = {name: (table.flush, start, target) for name, table in tables.items() if name not in early}
     if changed:
         jobs[None] = (_write_changelog, wh, engine, obj, delta, start, target)
     written = _run_all(jobs, parallel=engine is wh.engine)
+    written.update({name: future.result() for name, future in early.items()})
     return _finish_commit(wh, obj, m, ctx, tables, written, counts, start, target, t0)
 
 
