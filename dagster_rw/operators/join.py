@@ -12,7 +12,6 @@ from sqlglot import exp
 
 from ..engine.duck import quote
 from ..sql.plan import cname
-from ..storage import sst_cache
 from .base import (
     Operator,
     W,
@@ -107,12 +106,12 @@ class InnerJoinOp(JoinSides, Operator):
         cond = self.condition()
         parts, rels = [], {"dl": dl, "dr": dr}
         if changed_l:  # dL join R_old
-            r_hit = self.state("right").lookup(self.keys_of(dl, self.lkeys(), self.rkeys()), self.rkeys())
             if not changed_r:
-                gathered = self.gather(dl, r_hit)
+                gathered = self.gather(dl)
                 if gathered is not None:
                     self.stage_sides(dl, dr)
                     return consolidate(self.engine, gathered, [cname(i) for i in range(len(self.node.columns))])
+            r_hit = self.state("right").lookup(self.keys_of(dl, self.lkeys(), self.rkeys()), self.rkeys())
             rels["rh"] = self.with_unit_weight(r_hit, self.rcols())
             parts.append(f"SELECT {self.output_select('l.' + W)} FROM dl l JOIN rh r ON {cond}")
         if changed_r:  # L_old join dR
@@ -128,24 +127,17 @@ class InnerJoinOp(JoinSides, Operator):
         out = self.sql(" UNION ALL ".join(parts), **rels)
         return consolidate(self.engine, out, out_cols)
 
-    def gather(self, dl, r_hit):
-        """dL join R_old without SQL when each join key matches at most one right row (the right
-        side's key is within the join key) and the keys are integers: a search and a take."""
-        if not (isinstance(dl, pa.Table) and isinstance(r_hit, pa.Table)) or self.node.residual is not None \
-                or self.side_pk("right") != self.rkeys():
+    def gather(self, dl):
+        """dL join R_old without SQL when each join key matches at most one right row (the join
+        key is the right side's primary key, of integers): each left row finds its right row by
+        binary search in the right state's files, and the two are put side by side."""
+        if not isinstance(dl, pa.Table) or self.node.residual is not None or self.side_pk("right") != self.rkeys():
             return None
-        lcodes = sst_cache.key_codes(dl, self.lkeys())
-        rcodes = sst_cache.key_codes(r_hit, self.rkeys())
-        if lcodes is None or rcodes is None or lcodes.dtype != rcodes.dtype:
+        found = self.state("right").find(dl, self.lkeys())
+        if found is None:
             return None
-        order = np.argsort(rcodes)
-        ordered = rcodes[order]
-        if len(ordered) and (ordered[1:] == ordered[:-1]).any():
-            return None
-        pos = np.minimum(np.searchsorted(ordered, lcodes), max(len(ordered) - 1, 0))
-        match = ordered[pos] == lcodes if len(ordered) else np.zeros(len(lcodes), bool)
-        left = dl.filter(pa.array(match))
-        right = r_hit.take(pa.array(order[pos[match]]))
+        matched, right = found
+        left = dl.take(pa.array(matched))
         nl = len(self.node.left.columns)
         columns = [left.column(c) for c in self.lcols()] + [right.column(c) for c in self.rcols()]
         names = [cname(i) for i in range(nl + len(self.rcols()))]

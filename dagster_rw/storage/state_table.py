@@ -113,6 +113,38 @@ class StateTable:
         rows = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
         return rows.filter(pc.invert(rows.column(DELETED))).select(self.columns)
 
+    def find(self, keys: pa.Table, cols: list[str]):
+        """For each row of `keys`, the live row whose primary key equals that row's `cols`:
+        (positions of the matched rows of `keys`, the state rows in the same order), searching
+        the newest file first. None when the key is not made of integer columns."""
+        if len(cols) != len(self.pk) or not all(pa.types.is_integer(self.schema.field(c).type) for c in self.pk):
+            return None
+        try:
+            probe = keys.select(cols).rename_columns(self.pk).cast(
+                pa.schema([self.schema.field(c) for c in self.pk]))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            return None
+        codes = sst_cache.key_codes(probe, self.pk)
+        if codes is None:
+            return None
+        pending = np.arange(len(codes))
+        matched, rows = [], []
+        for f in reversed(self.files):
+            if not len(pending):
+                break
+            got = sst_cache.positions(self.store.local_path(f.key), self.pk, codes[pending])
+            if got is None:
+                return None
+            table, pos, hit = got
+            found = table.select(self.columns + [DELETED]).take(pa.array(pos[hit]))
+            live = np.asarray(pc.invert(found.column(DELETED)))
+            matched.append(pending[hit][live])
+            rows.append(found.filter(pa.array(live)).select(self.columns).cast(self.schema))
+            pending = pending[~hit]
+        if not rows:
+            return np.zeros(0, np.int64), self.schema.empty_table()
+        return np.concatenate(matched), pa.concat_tables(rows)
+
     # -- writing -------------------------------------------------------------------------------
     def stage(self, rows) -> None:
         """Rows to write at the end of the step: the live columns plus `_del`."""
