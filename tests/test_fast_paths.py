@@ -18,6 +18,7 @@ from dagster_rw.storage import sst_cache
 
 _ENGINE = DuckEngine(threads=1)
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+WAREHOUSE_SETTINGS = settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
 
 
 @SETTINGS
@@ -67,7 +68,7 @@ VALUES = st.tuples(st.one_of(st.none(), st.integers(-2, 2)), st.one_of(st.none()
 
 
 @pytest.mark.parametrize("key_type", ["INT", "BIGINT", "DATE"])
-@SETTINGS
+@WAREHOUSE_SETTINGS
 @given(data=st.data())
 def test_table_changes_in_arrow_equal_the_sql_path(tmp_path_factory, key_type, data):
     conn = dagster_rw.connect(str(tmp_path_factory.mktemp("wh")), engine="duckdb")
@@ -168,7 +169,7 @@ def test_state_writes_in_arrow_equal_sql(monkeypatch, weak, rows):
     assert sorted(map(str, got.to_pylist())) == sorted(map(str, want.to_pylist()))
 
 
-@SETTINGS
+@WAREHOUSE_SETTINGS
 @given(dims=st.dictionaries(st.integers(0, 9), st.integers(0, 3), min_size=1, max_size=10),
        epochs_=st.lists(st.lists(st.tuples(st.integers(0, 20), st.integers(0, 11),
                                             st.one_of(st.none(), st.integers(0, 50)), st.booleans()),
