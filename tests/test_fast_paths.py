@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dagster_rw
-from dagster_rw.engine.duck import DuckEngine  # noqa: E402
+from dagster_rw.engine.duck import DuckEngine
 from dagster_rw.operators import base
 from dagster_rw.operators.base import W, consolidate_sql, state_upsert_sql
 from dagster_rw.runtime import epochs, step
@@ -107,7 +107,10 @@ def test_table_changes_in_arrow_equal_the_sql_path(tmp_path_factory, key_type, d
     if slow is None:
         assert fast is None
         return
-    canon = lambda rel: sorted(map(str, wh.engine.sql(consolidate_sql(cols + [], "d"), d=rel).to_pylist()))  # noqa: E731
+
+    def canon(rel):
+        return sorted(map(str, wh.engine.sql(consolidate_sql(cols, "d"), d=rel).to_pylist()))
+
     assert canon(fast) == canon(slow)
     # the fast path consolidates itself: a key changes at most once each way
     step._check_unique_key(wh.engine, obj, fast, list(obj.stream_key))

@@ -11,7 +11,18 @@ from ..operators.scan import ScanOp
 from ..operators.top_n import TopNOp
 from ..operators.union import UnionAllOp
 from ..operators.window_close_aggregate import WindowCloseAggregateOp
-from ..sql.plan import Aggregate, Join, LookupJoin, Map, Node, OverWindow, Scan, TopN, UnionAll, WindowCloseAggregate
+from ..sql.plan import (
+    Aggregate,
+    Join,
+    LookupJoin,
+    Map,
+    Node,
+    OverWindow,
+    Scan,
+    TopN,
+    UnionAll,
+    WindowCloseAggregate,
+)
 
 
 def operator_for(node: Node, ctx):

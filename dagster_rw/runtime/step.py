@@ -19,12 +19,20 @@ from .. import types as sqltypes
 from ..engine.base import ParquetScan
 from ..engine.duck import quote
 from ..errors import CommitConflict, IntegrityError
-from ..operators.base import DELETED, W, col_list, consolidate, consolidate_sql, rows_equal, state_writes
+from ..operators.base import (
+    DELETED,
+    W,
+    col_list,
+    consolidate,
+    consolidate_sql,
+    rows_equal,
+    state_writes,
+)
 from ..storage import manifest as manifests
 from ..storage import sst_cache
 from ..storage.catalog import SOURCE, TABLE, CatalogObject
 from ..storage.manifest import Manifest, SstFile
-from ..storage.state_table import StateTable, prepare_sst, write_sst
+from ..storage.state_table import StateTable, prepare_sst
 from . import dataflow, epochs
 
 OUTPUT = "output"
@@ -248,8 +256,9 @@ def _apply_batches_in_arrow(wh, obj: CatalogObject, m: Manifest, staged: pa.Tabl
     old = output_table(wh, obj, m).lookup(last, pk)
     if not isinstance(old, pa.Table):
         return None
-    new = last.filter(pc.equal(last.column("_op"), 1))
-    new_codes = codes[np.asarray(pc.equal(last.column("_op"), 1))]
+    upsert = pc.equal(last.column("_op"), 1)
+    new = last.filter(upsert)
+    new_codes = codes[np.asarray(upsert)]
     new = new.select(cols).cast(schema)
     old = old.select(cols).cast(schema)
     if old.num_rows and new.num_rows:
@@ -381,8 +390,7 @@ def _prepare_changelog(wh, engine, obj: CatalogObject, delta, start: int, target
 
 def _write_changelog(wh, engine, obj: CatalogObject, delta, start: int, target: int) -> SstFile:
     """The step's change log: sorted by stream key, deletes (-1) before inserts (+1) per key."""
-    return write_sst(wh.store, engine, delta, f"objects/{obj.name}/changes", list(obj.stream_key) + [W],
-                     start, target)
+    return _prepare_changelog(wh, engine, obj, delta, start, target).finish()
 
 
 def _insert_delete_counts(engine, delta) -> dict:

@@ -149,9 +149,9 @@ class Warehouse:
             self._committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rw-commit")
         self._deferred[name] = (provisional, self._committer.submit(finish))
 
-    def settle(self, names=None) -> None:
-        """Wait for deferred commits (of `names`, or all); raises the first that failed, after
-        forgetting what it would have committed."""
+    def settle(self, names=None, report: bool = True) -> None:
+        """Wait for deferred commits (of `names`, or all); raises the first that failed (unless
+        not `report`), after forgetting what it would have committed."""
         pending = list(self._deferred) if names is None else [n for n in names if n in self._deferred]
         error = None
         for name in pending:
@@ -161,7 +161,7 @@ class Warehouse:
             except BaseException as e:  # noqa: BLE001 - re-raised below, once every commit has ended
                 self._manifests.pop(name, None)
                 error = error or e
-        if error is not None:
+        if error is not None and report:
             raise error
 
     def consumer_watermark(self, name: str, own_target: int) -> int:
@@ -438,10 +438,7 @@ class Warehouse:
                     self.refresh(obj.name)
         except BaseException:
             self.pipelining = False
-            try:
-                self.settle()
-            except BaseException:  # noqa: BLE001 - the first error is the one to report
-                pass
+            self.settle(report=False)  # the step's own error is the one to report
             raise
         self.pipelining = False
         self.settle()
