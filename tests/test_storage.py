@@ -9,6 +9,7 @@ import dagster_rw
 from dagster_rw.engine.duck import DuckEngine
 from dagster_rw.operators.base import W, consolidate_sql
 from dagster_rw.storage import sst_cache
+from dagster_rw.storage.count_table import CountTable
 from dagster_rw.storage.object_store import LocalStore
 from dagster_rw.storage.state_table import DELETED, StateTable
 
@@ -94,3 +95,40 @@ def test_change_files_are_dropped_once_consumers_pass_them_and_state_files_stay_
     data_files = [k for k in on_disk if "/manifest/" not in k]
     assert set(data_files) == listed  # nothing unreferenced is left behind
     assert sorted(conn.execute("SELECT * FROM s").fetchall()) == [(0, 10), (1, 10), (2, 10)]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data(), key_type=st.sampled_from(sorted(KEY_TYPES)))
+def test_count_table_adds_up_changes_across_files_like_a_counter(tmp_path_factory, data, key_type):
+    """A CountTable's files hold count changes: a key's count is their sum over files, a key whose
+    changes cancel is absent, and merging files (any level) changes no count."""
+    strategy, arrow_type = KEY_TYPES[key_type]
+    schema = pa.schema([("k1", arrow_type), ("k2", pa.int32()), ("cnt", pa.int64())])
+    table = CountTable(LocalStore(str(tmp_path_factory.mktemp("sst"))), ENGINE, "state/c", ["k1", "k2"], schema, [])
+    model: dict = {}
+    steps = data.draw(st.lists(st.dictionaries(st.tuples(strategy, st.integers(0, 2)), st.integers(-2, 2),
+                                               max_size=6), min_size=1, max_size=8))
+    for epoch, changes in enumerate(steps, start=1):
+        rows = [{"k1": k1, "k2": k2, "cnt": c, DELETED: False} for (k1, k2), c in changes.items() if c]
+        if rows:
+            table.stage(_table(schema.append(pa.field(DELETED, pa.bool_())), rows))
+        f = table.flush(epoch - 1, epoch)
+        table.files = table.files + ([f] if f else [])
+        table.compact(3)
+        for key, c in changes.items():
+            model[key] = model.get(key, 0) + c
+        live = {k: c for k, c in model.items() if c}
+        got = {(r["k1"], r["k2"]): r["cnt"] for r in ENGINE.to_arrow(table.read_all()).to_pylist()}
+        assert got == live
+        probe = data.draw(st.lists(st.tuples(strategy, st.integers(0, 2)), max_size=4))
+        keys = _table(pa.schema([("k1", arrow_type), ("k2", pa.int32())]), [{"k1": a, "k2": b} for a, b in probe])
+        for on in (["k1"], ["k1", "k2"]):
+            wanted = {tuple(p[: len(on)]) for p in probe}
+            found = ENGINE.to_arrow(table.lookup(keys, on)).to_pylist()
+            assert {(r["k1"], r["k2"]): r["cnt"] for r in found} == \
+                {k: c for k, c in live.items() if tuple(k[: len(on)]) in wanted}
+            assert len(found) == len({k for k in live if tuple(k[: len(on)]) in wanted})
+    table.compact_all()
+    assert len(table.files) <= 1
+    assert {(r["k1"], r["k2"]): r["cnt"] for r in ENGINE.to_arrow(table.read_all()).to_pylist()} == \
+        {k: c for k, c in model.items() if c}

@@ -4,8 +4,9 @@ State strategies, chosen per aggregate:
 - value state (`acc`): per group the row count and, per SUM/AVG/COUNT, a running sum and non-null
   count; a step adds the delta's partial sums to the touched groups only.
 - materialized input (`minput<i>`): for MIN, MAX and COUNT(DISTINCT), per group the count of each
-  distinct value. An insert can only improve the extreme; when a delete removes the current extreme,
-  that group's values are read back (the group's slice of the sorted state, nothing else).
+  distinct value, kept as count changes (a CountTable: a step writes changes without reading old
+  counts). An insert can only improve the extreme; when a delete removes the last copy of the
+  current extreme, that group's values are read back (the group's slice of the sorted state).
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from .. import types as sqltypes
 from ..engine.duck import quote
 from ..sql.plan import cname
 from ..storage import sst_cache
+from ..storage.count_table import CountTable
 from .base import DELETED, Operator, W, col_list, consolidate_sql, null_safe_eq
 
 MINPUT = ("min", "max")
@@ -63,7 +65,7 @@ class AggregateOp(Operator):
             if a.func in MINPUT or a.distinct:
                 vtype = sqltypes.arrow_type(node.child.columns[a.arg].type)
                 tables[f"minput{i}"] = (self.groups + ["v"], pa.schema(
-                    gfields + [pa.field("v", vtype), pa.field("cnt", pa.int64())]))
+                    gfields + [pa.field("v", vtype), pa.field("cnt", pa.int64())]), CountTable)
         return tables
 
     # -- the step ------------------------------------------------------------------------------
@@ -149,57 +151,55 @@ class AggregateOp(Operator):
         return out
 
     def minput_step(self, i: int, d, old):
-        """Update the value counts of aggregate i; returns per touched group the new extreme
-        (MIN/MAX) or the change in the number of distinct values (COUNT DISTINCT)."""
+        """Write the changes of aggregate i's value counts; returns per touched group the new
+        extreme (MIN/MAX) or the change in the number of distinct values (COUNT DISTINCT).
+
+        The counts live in a CountTable, so a step writes count changes without reading the old
+        counts. MIN/MAX read a count only where the old extreme lost copies (did it lose its last
+        one?), and a group's values only when it did; COUNT DISTINCT reads the touched counts."""
         a = self.node.aggs[i]
         g = col_list(self.groups)
         gsel = g + ", " if self.groups else ""
         x = quote(cname(a.arg))
-        minput = self.state(f"minput{i}")
+        counts = self.state(f"minput{i}")
         keys = self.groups + ["v"]
-        counted = self.counts_in_numpy(d, a, minput, old, i)
+        counted = self.counts_in_numpy(d, a, counts, old, i)
         if counted is not None:
-            nm, per_group = counted
+            dm, per_group = counted
         else:
-            per_group = None
             dm = self.sql(
                 f"SELECT {gsel}{x} AS v, CAST(sum({W}) AS BIGINT) AS dc FROM d WHERE {x} IS NOT NULL "
                 f"GROUP BY {gsel}{x} HAVING sum({W}) <> 0", d=d)
-            om = minput.lookup(dm, keys)
-            nm = self.sql(
-                f"SELECT {col_list(keys, 'dm.')}, coalesce(om.cnt, 0) AS old_c, coalesce(om.cnt, 0) + dm.dc AS new_c "
-                f"FROM dm LEFT JOIN om ON {null_safe_eq(keys, keys, 'dm', 'om')}", dm=dm, om=om)
-        if isinstance(nm, pa.Table):
-            minput.stage(nm.select(keys + ["new_c"]).rename_columns(keys + ["cnt"]).append_column(
-                DELETED, pc.fill_null(pc.less_equal(nm.column("new_c"), 0), False)))
-        else:
-            minput.stage(self.sql(f"SELECT {gsel}v, new_c AS cnt, new_c <= 0 AS {DELETED} FROM nm", nm=nm))
-        if a.distinct:
-            return self.sql(
-                f"SELECT {gsel}CAST(sum(CASE WHEN old_c <= 0 AND new_c > 0 THEN 1 "
-                f"WHEN old_c > 0 AND new_c <= 0 THEN -1 ELSE 0 END) AS BIGINT) AS dn FROM nm"
-                + (f" GROUP BY {g}" if self.groups else ""), nm=nm)
+            if isinstance(dm, pa.Table):
+                counts.stage(dm.rename_columns(keys + ["cnt"]).append_column(
+                    DELETED, pa.array(np.zeros(dm.num_rows, bool))))
+            else:
+                counts.stage(self.sql(f"SELECT {gsel}v, dc AS cnt, false AS {DELETED} FROM dm", dm=dm))
+            if a.distinct:
+                on = null_safe_eq(keys, keys, "dm", "om")
+                return self.sql(
+                    f"SELECT {col_list(self.groups, 'dm.') + ', ' if self.groups else ''}"
+                    f"CAST(sum(CASE WHEN coalesce(om.cnt, 0) <= 0 AND coalesce(om.cnt, 0) + dm.dc > 0 THEN 1 "
+                    f"WHEN coalesce(om.cnt, 0) > 0 AND coalesce(om.cnt, 0) + dm.dc <= 0 THEN -1 ELSE 0 END) "
+                    f"AS BIGINT) AS dn FROM dm LEFT JOIN om ON {on}"
+                    + (f" GROUP BY {col_list(self.groups, 'dm.')}" if self.groups else ""),
+                    dm=dm, om=counts.lookup(dm, keys))
+            per_group = self.groups_losing_extreme(i, dm, counts, old)
         best = "min" if a.func == "min" else "max"
-        # per touched group: the best value among touched values still present, and whether the
-        # old extreme itself was removed (then the group's remaining values decide)
-        per_group = per_group if per_group is not None else self.sql(
-            f"SELECT {col_list(self.groups, 'nm.') + ', ' if self.groups else ''}"
-            f"{best}(CASE WHEN nm.new_c > 0 THEN nm.v END) AS ins_best, "
-            f"bool_or(nm.old_c > 0 AND nm.new_c <= 0 AND nm.v = o.m{i}) AS lost, true AS g_touched "
-            f"FROM nm LEFT JOIN o ON {null_safe_eq(self.groups, self.groups, 'nm', 'o')}"
-            + (f" GROUP BY {col_list(self.groups, 'nm.')}" if self.groups else ""), nm=nm, o=old)
         if isinstance(per_group, pa.Table):
             lost = per_group.filter(pc.fill_null(per_group.column("lost"), False)).select(self.groups)
         else:
             lost = self.sql(f"SELECT {g if g else '1 AS one'} FROM p WHERE lost", p=per_group)
         recomputed = None
         if self.engine.num_rows(lost):
-            rest = minput.lookup(lost, self.groups) if self.groups else minput.read_all()
+            # the groups whose extreme went: their remaining values (old counts plus this step's changes)
+            rest = counts.lookup(lost, self.groups) if self.groups else counts.read_all()
+            mine = f" WHERE EXISTS (SELECT 1 FROM l WHERE {null_safe_eq(self.groups, self.groups, 'l', 'dm')})" \
+                if self.groups else ""
             recomputed = self.sql(
-                f"SELECT {gsel}{best}(v) AS rb FROM (SELECT {gsel}v, cnt FROM r x WHERE NOT EXISTS "
-                f"(SELECT 1 FROM nm y WHERE {null_safe_eq(keys, keys, 'x', 'y')}) "
-                f"UNION ALL SELECT {gsel}v, new_c AS cnt FROM nm) u WHERE cnt > 0"
-                + (f" GROUP BY {g}" if self.groups else ""), r=rest, nm=nm)
+                f"SELECT {gsel}{best}(v) AS rb FROM (SELECT {gsel}v FROM (SELECT {gsel}v, cnt FROM r "
+                f"UNION ALL SELECT {gsel}v, dc AS cnt FROM dm{mine}) u GROUP BY {gsel}v HAVING sum(cnt) > 0) x"
+                + (f" GROUP BY {g}" if self.groups else ""), r=rest, dm=dm, **({"l": lost} if self.groups else {}))
         on = null_safe_eq(self.groups, self.groups, "p", "o")
         rels = {"p": per_group, "o": old}
         if recomputed is None:
@@ -214,10 +214,36 @@ class AggregateOp(Operator):
             f"ELSE {'least' if best == 'min' else 'greatest'}(o.m{i}, p.ins_best) END AS m "
             f"FROM p LEFT JOIN o ON {on}{rc_join}", **rels)
 
-    def counts_in_numpy(self, d, a, minput, old, i: int):
-        """The value counts of a MIN/MAX without SQL, when the group column and the value are
-        integers that code into one sortable number: (nm, per_group) as the SQL path makes them,
-        or None to take that path."""
+    def groups_losing_extreme(self, i: int, dm, counts, old):
+        """Per touched group: the best value this step added (`ins_best`; only an added value can
+        beat the old extreme) and whether the old extreme lost its last copy (`lost`), reading the
+        old count of the extreme of the groups where it lost copies, nothing else."""
+        a = self.node.aggs[i]
+        best = "min" if a.func == "min" else "max"
+        keys = self.groups + ["v"]
+        gsel = col_list(self.groups) + ", " if self.groups else ""
+        on = null_safe_eq(self.groups, self.groups, "dm", "o")
+        at_old = self.sql(
+            f"SELECT {col_list(self.groups, 'dm.') + ', ' if self.groups else ''}dm.v, dm.dc FROM dm "
+            f"JOIN o ON {on} WHERE dm.v = o.m{i} AND dm.dc < 0", dm=dm, o=old)
+        if self.engine.num_rows(at_old):
+            lost = self.sql(
+                f"SELECT {col_list(self.groups, 'a.') + ', ' if self.groups else ''}true AS lost FROM a "
+                f"LEFT JOIN oc ON {null_safe_eq(keys, keys, 'a', 'oc')} WHERE coalesce(oc.cnt, 0) + a.dc <= 0",
+                a=at_old, oc=counts.lookup(at_old, keys))
+        else:
+            lost = self.sql(f"SELECT {gsel}true AS lost FROM a WHERE false", a=at_old)
+        groups = f" GROUP BY {col_list(self.groups)}" if self.groups else ""
+        return self.sql(
+            f"SELECT {col_list(self.groups, 'p.') + ', ' if self.groups else ''}p.ins_best, "
+            f"coalesce(l.lost, false) AS lost, true AS g_touched FROM (SELECT {gsel}"
+            f"{best}(CASE WHEN dc > 0 THEN v END) AS ins_best FROM dm{groups}) p "
+            f"LEFT JOIN l ON {null_safe_eq(self.groups, self.groups, 'p', 'l')}", dm=dm, l=lost)
+
+    def counts_in_numpy(self, d, a, counts, old, i: int):
+        """The count changes of a MIN/MAX, staged, and groups_losing_extreme's answer, without SQL,
+        when the group column and the value are integers that code into one sortable number:
+        (dm, per_group), or None to take the SQL path."""
         x = cname(a.arg)
         if not isinstance(d, pa.Table) or not isinstance(old, pa.Table) or a.distinct or len(self.groups) > 1 \
                 or not pa.types.is_integer(d.schema.field(x).type):
@@ -238,47 +264,49 @@ class AggregateOp(Operator):
         starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
         dc = np.add.reduceat(sub.column(W).to_numpy()[order], starts)
         keep = dc != 0
-        ucodes, dc, first = ordered[starts][keep], dc[keep], order[starts][keep]
-        if not len(ucodes):
+        dc, first = dc[keep], order[starts][keep]
+        if not len(dc):
             return None  # nothing changes the counts (SQL's answer covers a global aggregate's one row)
-        dm = sub.select(keys).take(pa.array(first))
-        # old counts, aligned with dm's rows (found rows are a subset of dm's keys)
-        om = minput.lookup(dm, keys)
-        old_c = np.zeros(len(ucodes), np.int64)
-        if om.num_rows:
-            ocodes = sst_cache.key_codes(om, keys)
-            old_c[np.searchsorted(ucodes, ocodes)] = om.column("cnt").to_numpy()
-        new_c = old_c + dc
-        nm = dm.append_column("old_c", pa.array(old_c)).append_column("new_c", pa.array(new_c))
-        # per group: the best value still counted among the touched ones, and whether the old
-        # extreme lost its last copy
-        gcodes = sst_cache.key_codes(dm, self.groups) if self.groups else np.zeros(len(ucodes), np.int8)
+        dm = sub.select(keys).take(pa.array(first)).append_column("dc", pa.array(dc))
+        counts.stage(dm.rename_columns(keys + ["cnt"]).append_column(DELETED, pa.array(np.zeros(len(dc), bool))))
+        # per group: the best value added (a row with dc > 0; rows are in value order per group)
+        gcodes = sst_cache.key_codes(dm, self.groups) if self.groups else np.zeros(len(dc), np.int8)
         gstarts = np.flatnonzero(np.concatenate(([True], gcodes[1:] != gcodes[:-1])))
-        rows = np.arange(len(ucodes))
-        alive = new_c > 0
+        rows = np.arange(len(dc))
+        added = dc > 0
         if a.func == "max":
-            best = np.maximum.reduceat(np.where(alive, rows, -1), gstarts)
+            best = np.maximum.reduceat(np.where(added, rows, -1), gstarts)
             has_best = best >= 0
         else:
-            best = np.minimum.reduceat(np.where(alive, rows, len(rows)), gstarts)
+            best = np.minimum.reduceat(np.where(added, rows, len(rows)), gstarts)
             has_best = best < len(rows)
         ins_best = dm.column("v").take(pa.array(np.where(has_best, best, 0), mask=~has_best))
+        # the old extreme of each touched group
         old_best = np.zeros(len(gstarts), np.int64)
         old_valid = np.zeros(len(gstarts), bool)
         m_old = old.column(f"m{i}")
-        if old.num_rows and len(gstarts):
+        if old.num_rows:
             pos = np.minimum(np.searchsorted(gcodes[gstarts], gcodes_old), len(gstarts) - 1)
             hit = (gcodes[gstarts][pos] == gcodes_old) & np.asarray(m_old.is_valid())
             old_best[pos[hit]] = m_old.filter(pa.array(hit)).cast(pa.int64()).to_numpy()
             old_valid[pos[hit]] = True
         value = dm.column("v").cast(pa.int64()).to_numpy()
         group_of = np.repeat(np.arange(len(gstarts)), np.diff(np.append(gstarts, len(rows))))
-        removed = (old_c > 0) & (new_c <= 0) & old_valid[group_of] & (value == old_best[group_of])
-        lost = np.logical_or.reduceat(removed, gstarts)
+        # the old extreme lost copies: did it lose its last one? (its old count, from the state)
+        at_old = np.flatnonzero((dc < 0) & old_valid[group_of] & (value == old_best[group_of]))
+        lost = np.zeros(len(gstarts), bool)
+        if len(at_old):
+            probe = dm.select(keys).take(pa.array(at_old))
+            found = counts.lookup(probe, keys)
+            old_c = np.zeros(len(at_old), np.int64)
+            if found.num_rows:
+                old_c[np.searchsorted(sst_cache.key_codes(probe, keys), sst_cache.key_codes(found, keys))] = found.column("cnt").to_numpy()
+            lost[group_of[at_old[old_c + dc[at_old] <= 0]]] = True
         per_group = pa.table({**{g: dm.column(g).take(pa.array(gstarts)) for g in self.groups},
                               "ins_best": ins_best, "lost": pa.array(lost),
                               "g_touched": pa.array(np.ones(len(gstarts), bool))})
-        return nm, per_group
+        return dm, per_group
 
     def value_type(self, a) -> str:
         return sqltypes.duckdb_type(self.node.child.columns[a.arg].type)
+

@@ -172,13 +172,13 @@ class Operator:
         self.ctx = ctx
         self.engine = ctx.engine
 
-    def state_tables(self) -> dict[str, tuple[list[str], pa.Schema]]:
-        """The state this operator keeps: name -> (primary key, schema). Empty for stateless ones."""
+    def state_tables(self) -> dict[str, tuple]:
+        """The state this operator keeps: name -> (primary key, schema[, table class, when not a
+        StateTable]). Empty for stateless ones."""
         return {}
 
     def state(self, name: str):
-        pk, schema = self.state_tables()[name]
-        return self.ctx.state_table(self.node.id, name, pk, schema)
+        return self.ctx.state_table(self.node.id, name, *self.state_tables()[name])
 
     def apply(self, inputs: list):
         raise NotImplementedError

@@ -87,11 +87,11 @@ class StepContext:
         obj = self.wh.catalog().get(name)
         return output_table(self.wh, obj, self.wh.manifest(name), self.engine).lookup(keys, on)
 
-    def state_table(self, op_id: int, name: str, pk, schema) -> StateTable:
+    def state_table(self, op_id: int, name: str, pk, schema, kind=StateTable) -> StateTable:
         key = f"op{op_id}.{name}"
         if key not in self.tables:
-            self.tables[key] = StateTable(self.wh.store, self.engine, f"objects/{self.obj.name}/state/{key}",
-                                          pk, schema, self.manifest.state.get(key, []))
+            self.tables[key] = kind(self.wh.store, self.engine, f"objects/{self.obj.name}/state/{key}",
+                                    pk, schema, self.manifest.state.get(key, []))
         return self.tables[key]
 
     def _decoded(self, source: str, key: str) -> pa.Table:

@@ -468,9 +468,9 @@ class Warehouse:
         for table_name, files in m.state.items():
             if len(files) <= 1:
                 continue
-            table = step.StateTable(self.store, self.engine, f"objects/{name}/state/{table_name}", [], None, files)
-            spec = self._state_spec(obj, table_name)
-            table.pk, table.schema = spec
+            pk, schema, *kind = self._state_spec(obj, table_name)
+            table = (kind[0] if kind else step.StateTable)(
+                self.store, self.engine, f"objects/{name}/state/{table_name}", pk, schema, files)
             state[table_name], gone = table.compact_all()
             dropped.extend(gone)
         if dropped:

@@ -212,26 +212,38 @@ class StateTable:
                 break
         start = len(self.files) - len(group)
         full_merge = start == 0
-        cols = ", ".join(quote(c) for c in self.columns)
-        part = ", ".join(quote(c) for c in self.pk) if self.pk else "1"
         if isinstance(self.engine, DuckEngine):
             # in-process: merge the decoded files the cache already holds
             full = self._scan().schema
             source = pa.concat_tables([sst_cache.read(self.store.local_path(f.key)).select(full.names).cast(full)
                                        for f in group])
+            rel = self._merge_in_arrow(source)
         else:
             source = StateTable(self.store, self.engine, self.key_dir, self.pk, self.schema, group)._scan()
-        query = (
-            f"SELECT {cols}, {EPOCH}, {DELETED} FROM (SELECT *, row_number() OVER (PARTITION BY {part} "
-            f"ORDER BY {EPOCH} DESC) AS _rn FROM rw_state) rw_m WHERE _rn = 1"
-            + (f" AND NOT {DELETED}" if full_merge else "")
-        )
-        rel = self.engine.sql(query, rw_state=source)
+            rel = None
+        if rel is None:
+            rel = self.engine.sql(self._merge_query(full_merge), rw_state=source)
         merged = self._write(rel, group[0].epoch_from, group[-1].epoch_to)
         new_files = self.files[:start] + ([merged] if merged.rows else [])
         dropped = [f.key for f in group]
         self.files = new_files
         return new_files, dropped
+
+
+    def _merge_query(self, full_merge: bool) -> str:
+        """Files' rows merged into one file's: each key's newest version; tombstones too unless
+        nothing older can be shadowed (`full_merge`)."""
+        cols = ", ".join(quote(c) for c in self.columns)
+        part = ", ".join(quote(c) for c in self.pk) if self.pk else "1"
+        return (
+            f"SELECT {cols}, {EPOCH}, {DELETED} FROM (SELECT *, row_number() OVER (PARTITION BY {part} "
+            f"ORDER BY {EPOCH} DESC) AS _rn FROM rw_state) rw_m WHERE _rn = 1"
+            + (f" AND NOT {DELETED}" if full_merge else "")
+        )
+
+    def _merge_in_arrow(self, source: pa.Table) -> pa.Table | None:
+        """_merge_query's answer computed in Arrow, or None to run the query."""
+        return None
 
 
 class PreparedSst:
