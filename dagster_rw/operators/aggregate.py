@@ -19,7 +19,7 @@ from ..engine.duck import quote
 from ..sql.plan import cname
 from ..storage import sst_cache
 from ..storage.count_table import CountTable
-from .base import DELETED, Operator, W, col_list, consolidate_sql, null_safe_eq
+from .base import DELETED, Operator, W, col_list, consolidate, consolidate_sql, null_safe_eq
 
 MINPUT = ("min", "max")
 
@@ -92,9 +92,15 @@ class AggregateOp(Operator):
         rels = {"dg": dg, "o": old}
         joins = [f"LEFT JOIN o ON {null_safe_eq(self.groups, self.groups, 'dg', 'o')}"]
         for i, a in enumerate(node.aggs):
-            if a.func in MINPUT or a.distinct:
+            if a.distinct:
                 rels[f"m{i}"] = self.minput_step(i, d, old)
                 joins.append(f"LEFT JOIN m{i} ON {null_safe_eq(self.groups, self.groups, 'dg', f'm{i}')}")
+            elif a.func in MINPUT:
+                rels[f"p{i}"], recomputed = self.minput_step(i, d, old)
+                joins.append(f"LEFT JOIN p{i} ON {null_safe_eq(self.groups, self.groups, 'dg', f'p{i}')}")
+                if recomputed is not None:
+                    rels[f"rc{i}"] = recomputed
+                    joins.append(f"LEFT JOIN rc{i} ON {null_safe_eq(self.groups, self.groups, 'dg', f'rc{i}')}")
         new_cols = ["CAST(coalesce(o.cnt, 0) + dg.dcnt AS BIGINT) AS cnt"]
         for i, a in enumerate(node.aggs):
             if a.func in ("sum", "avg"):
@@ -106,11 +112,20 @@ class AggregateOp(Operator):
             elif a.distinct:
                 new_cols.append(f"CAST(coalesce(o.n{i}, 0) + coalesce(m{i}.dn, 0) AS BIGINT) AS n{i}")
             elif a.func in MINPUT:
-                new_cols.append(f"CASE WHEN m{i}.g_touched IS NULL THEN o.m{i} ELSE m{i}.m END AS m{i}")
+                # untouched values keep the extreme; a lost extreme is the recomputed one; else an
+                # added value may beat it
+                rb = f"rc{i}.rb" if f"rc{i}" in rels else f"CAST(NULL AS {self.value_type(a)})"
+                new_cols.append(
+                    f"CASE WHEN p{i}.g_touched IS NULL THEN o.m{i} WHEN p{i}.lost THEN {rb} "
+                    f"WHEN o.m{i} IS NULL THEN p{i}.ins_best WHEN p{i}.ins_best IS NULL THEN o.m{i} "
+                    f"ELSE {'least' if a.func == 'min' else 'greatest'}(o.m{i}, p{i}.ins_best) END AS m{i}")
         old_cols = ["o.cnt AS o_cnt"] + [f"o.{quote(n)} AS {quote('o_' + n)}" for n, _ in self.acc_columns()[1:]]
+        # one query: the groups' new accumulators, their old ones, and the output rows of both
+        outputs = self.output_exprs("", "n_") + self.output_exprs("o_", "o_")
         joined = self.sql(
-            f"SELECT {col_list(self.groups, 'dg.')}{', ' if self.groups else ''}{', '.join(new_cols)}, "
-            f"{', '.join(old_cols)} FROM dg {' '.join(joins)}", **rels)
+            f"SELECT *, {', '.join(outputs)} FROM (SELECT {col_list(self.groups, 'dg.')}"
+            f"{', ' if self.groups else ''}{', '.join(new_cols)}, {', '.join(old_cols)} "
+            f"FROM dg {' '.join(joins)}) j", **rels)
 
         is_global = "TRUE" if node.is_global else "FALSE"
         if isinstance(joined, pa.Table):
@@ -121,21 +136,40 @@ class AggregateOp(Operator):
             acc.stage(self.sql(
                 f"SELECT {gsel}{', '.join(quote(n) for n, _ in self.acc_columns())}, "
                 f"(NOT {is_global} AND cnt <= 0) AS {DELETED} FROM j", j=joined))
+        out_cols = [cname(i) for i in range(len(node.columns))]
+        if isinstance(joined, pa.Table):
+            return self.output_in_arrow(joined, out_cols)
         new_out = ", ".join(self.groups_sel() + self.output_exprs(""))
         old_out = ", ".join(self.groups_sel() + self.output_exprs("o_"))
         union = (
             f"SELECT {new_out + ', ' if new_out else ''}CAST(1 AS BIGINT) AS {W} FROM j WHERE {is_global} OR cnt > 0 "
             f"UNION ALL SELECT {old_out + ', ' if old_out else ''}CAST(-1 AS BIGINT) AS {W} FROM j "
             f"WHERE o_cnt IS NOT NULL AND ({is_global} OR o_cnt > 0)")
-        return self.sql(consolidate_sql([cname(i) for i in range(len(node.columns))], f"({union}) rw_o"), j=joined)
+        return self.sql(consolidate_sql(out_cols, f"({union}) rw_o"), j=joined)
+
+    def output_in_arrow(self, joined: pa.Table, out_cols: list[str]) -> pa.Table:
+        """The output delta from the joined groups: +1 for each group's new row, -1 for its old row
+        (a group that did not exist, or no longer does, has none), consolidated."""
+        n = len(self.node.aggs)
+        everywhere = pa.array(np.ones(joined.num_rows, bool))
+        new_rows = everywhere if self.node.is_global else pc.greater(joined.column("cnt"), 0)
+        old_rows = pc.is_valid(joined.column("o_cnt"))
+        if not self.node.is_global:
+            old_rows = pc.and_(old_rows, pc.fill_null(pc.greater(joined.column("o_cnt"), 0), False))
+        parts = []
+        for mask, prefix, weight in ((new_rows, "n_", 1), (old_rows, "o_", -1)):
+            rows = joined.filter(mask).select(self.groups + [f"{prefix}{cname(self.ng + i)}" for i in range(n)])
+            parts.append(rows.rename_columns(out_cols).append_column(W, pa.array(np.full(rows.num_rows, weight))))
+        return consolidate(self.engine, pa.concat_tables(parts), out_cols)
 
     def groups_sel(self) -> list[str]:
         return [quote(g) for g in self.groups]
 
-    def output_exprs(self, p: str) -> list[str]:
+    def output_exprs(self, p: str, alias: str = "") -> list[str]:
+        """The output columns' values from accumulators prefixed `p`, named `alias` + column name."""
         out = []
         for i, a in enumerate(self.node.aggs):
-            c = quote(cname(self.ng + i))
+            c = quote(alias + cname(self.ng + i))
             t = sqltypes.duckdb_type(self.node.columns[self.ng + i].type)
             if a.func == "count_star":
                 e = f"{p}cnt"
@@ -151,8 +185,10 @@ class AggregateOp(Operator):
         return out
 
     def minput_step(self, i: int, d, old):
-        """Write the changes of aggregate i's value counts; returns per touched group the new
-        extreme (MIN/MAX) or the change in the number of distinct values (COUNT DISTINCT).
+        """Write the changes of aggregate i's value counts. Returns, for COUNT DISTINCT, per touched
+        group the change in the number of distinct values; for MIN/MAX, per touched group the best
+        added value and whether the old extreme was lost (`ins_best`, `lost`), and the recomputed
+        extreme (`rb`) of the groups that lost theirs (None when none did).
 
         The counts live in a CountTable, so a step writes count changes without reading the old
         counts. MIN/MAX read a count only where the old extreme lost copies (did it lose its last
@@ -200,19 +236,7 @@ class AggregateOp(Operator):
                 f"SELECT {gsel}{best}(v) AS rb FROM (SELECT {gsel}v FROM (SELECT {gsel}v, cnt FROM r "
                 f"UNION ALL SELECT {gsel}v, dc AS cnt FROM dm{mine}) u GROUP BY {gsel}v HAVING sum(cnt) > 0) x"
                 + (f" GROUP BY {g}" if self.groups else ""), r=rest, dm=dm, **({"l": lost} if self.groups else {}))
-        on = null_safe_eq(self.groups, self.groups, "p", "o")
-        rels = {"p": per_group, "o": old}
-        if recomputed is None:
-            rb, rc_join = f"CAST(NULL AS {self.value_type(a)})", ""
-        else:
-            rb, rc_join = "rc.rb", f" LEFT JOIN rc ON {null_safe_eq(self.groups, self.groups, 'p', 'rc')}"
-            rels["rc"] = recomputed
-        return self.sql(
-            f"SELECT {col_list(self.groups, 'p.')}{', ' if self.groups else ''}p.g_touched, CASE "
-            f"WHEN p.lost THEN {rb} "
-            f"WHEN o.m{i} IS NULL THEN p.ins_best WHEN p.ins_best IS NULL THEN o.m{i} "
-            f"ELSE {'least' if best == 'min' else 'greatest'}(o.m{i}, p.ins_best) END AS m "
-            f"FROM p LEFT JOIN o ON {on}{rc_join}", **rels)
+        return per_group, recomputed
 
     def groups_losing_extreme(self, i: int, dm, counts, old):
         """Per touched group: the best value this step added (`ins_best`; only an added value can

@@ -127,21 +127,24 @@ def _state_writes_in_arrow(delta: pa.Table, cols: list[str], pk: list[str]) -> p
         return None
     ins = delta.column(W).to_numpy() > 0
     dels = ~ins
-    ins_rows = np.flatnonzero(ins)
-    if len(ins_rows) and dels.any():
-        order = np.argsort(h[ins_rows])
-        ih = h[ins_rows][order]
-        if (ih[1:] == ih[:-1]).any():
+    # a key deleted and inserted in one step is written by its insert alone: find such pairs as
+    # rows sharing a hash (one sort; neighbours), then compare their key columns
+    order = np.argsort(h)
+    ordered = h[order]
+    tie = np.flatnonzero(ordered[1:] == ordered[:-1])
+    if len(tie):
+        if (np.diff(tie) == 1).any():
+            return None  # three or more rows share a hash: let SQL match the keys
+        a, b = order[tie], order[tie + 1]
+        if (ins[a] & ins[b]).any():
             return None  # two inserts share a hash: let SQL match the keys
-        del_rows = np.flatnonzero(dels)
-        pos = np.minimum(np.searchsorted(ih, h[del_rows]), len(ih) - 1)
-        cand = ih[pos] == h[del_rows]
-        if cand.any():  # a delete and an insert with the same hash: the same key if its columns agree
-            mates = ins_rows[order[pos[cand]]]
-            same = rows_equal(delta.take(pa.array(del_rows[cand])), delta.take(pa.array(mates)), pk)
-            if same is None:
-                return None
-            dels[del_rows[cand][same]] = False
+        mixed = ins[a] != ins[b]  # two deletes sharing a hash are two keys (unique per key and sign)
+        deleted = np.where(ins[a], b, a)[mixed]
+        inserted = np.where(ins[a], a, b)[mixed]
+        same = rows_equal(delta.take(pa.array(deleted)), delta.take(pa.array(inserted)), pk)
+        if same is None:
+            return None
+        dels[deleted[same]] = False
     rows = delta.select(cols)
     return pa.concat_tables([
         rows.filter(pa.array(ins)).append_column(DELETED, pa.array(np.zeros(int(ins.sum()), bool))),

@@ -161,8 +161,11 @@ def refresh_view(wh, obj: CatalogObject, plan) -> int:
         wh.settle(obj.inputs)  # Spark reads the inputs' files: they must be written
     root_delta = dataflow.run(plan, ctx)
     cols = [c.name for c in obj.columns]
-    named = ctx.engine.sql(
-        f"SELECT {', '.join(f'c{i} AS {quote(n)}' for i, n in enumerate(cols))}, {W} FROM rw_root", rw_root=root_delta)
+    if isinstance(root_delta, pa.Table):
+        named = root_delta.select([f"c{i}" for i in range(len(cols))] + [W]).rename_columns(cols + [W])
+    else:
+        named = ctx.engine.sql(f"SELECT {', '.join(f'c{i} AS {quote(n)}' for i, n in enumerate(cols))}, {W} "
+                               "FROM rw_root", rw_root=root_delta)
     return _commit_output(wh, obj, m, ctx, named, start, target, t0)
 
 
@@ -176,7 +179,7 @@ def refresh_table(wh, obj: CatalogObject) -> int:
     batches = epochs.batches_for(wh.store, obj.name, committed, target)
     try:
         ctx = StepContext(wh, obj, m, target, False, wh.step_engine(_batch_rows(wh, batches)))
-        delta = apply_batches(wh, obj, m, batches, ctx.engine)
+        delta, writes = table_change(wh, obj, m, batches, ctx.engine)
     except FileNotFoundError:
         # the batches were collected: another process applied them and committed first
         raise CommitConflict(f"commit of {obj.name!r}: another process advanced it past epoch {committed} "
@@ -184,7 +187,7 @@ def refresh_table(wh, obj: CatalogObject) -> int:
     ctx.rows_in = ctx.engine.num_rows(delta) if delta is not None else 0
     if delta is None:
         delta = ctx.engine.from_arrow(changelog_schema(obj).empty_table())
-    return _commit_output(wh, obj, m, ctx, delta, committed, target, t0, defer=wh.pipelining)
+    return _commit_output(wh, obj, m, ctx, delta, committed, target, t0, defer=wh.pipelining, writes=writes)
 
 
 def _input_rows(wh, obj: CatalogObject, m: Manifest, backfill: bool, target: int) -> int:
@@ -218,10 +221,16 @@ def read_batches(wh, obj: CatalogObject, keys: list[str]) -> pa.Table | None:
 def apply_batches(wh, obj: CatalogObject, m: Manifest, keys: list[str], engine=None):
     """The table's change for a list of staged batches: per key the last operation wins; an
     upsert replaces the row with that key; a delete removes it."""
+    return table_change(wh, obj, m, keys, engine)[0]
+
+
+def table_change(wh, obj: CatalogObject, m: Manifest, keys: list[str], engine=None):
+    """apply_batches' change, and the table's state writes for it when the step found them on the
+    way (the fast path: new rows put, deleted keys' tombstones), else None."""
     engine = engine or wh.engine
     staged = read_batches(wh, obj, keys)
     if staged is None or staged.num_rows == 0:
-        return None
+        return None, None
     pk = list(obj.stream_key)
     cols = [c.name for c in obj.columns]
     if engine is wh.engine:
@@ -237,12 +246,12 @@ def apply_batches(wh, obj: CatalogObject, m: Manifest, keys: list[str], engine=N
         rw_u=engine.sql(
             f"SELECT {col_list(cols)}, CAST(-1 AS BIGINT) AS {W} FROM rw_old UNION ALL "
             f"SELECT {col_list(cols)}, CAST(1 AS BIGINT) AS {W} FROM rw_last WHERE _op = 1",
-            rw_old=old, rw_last=last))
+            rw_old=old, rw_last=last)), None
 
 
 def _apply_batches_in_arrow(wh, obj: CatalogObject, m: Manifest, staged: pa.Table, pk: list[str],
-                            cols: list[str]) -> pa.Table | None:
-    """apply_batches without SQL, for the common case: every staged key once, and a key the state
+                            cols: list[str]) -> tuple[pa.Table, pa.Table] | None:
+    """table_change without SQL, for the common case: every staged key once, and a key the state
     files can be searched by. Returns None when that does not hold (the SQL path then runs)."""
     schema = object_schema(obj)
     codes = sst_cache.key_codes(staged.select(pk).cast(pa.schema([schema.field(k) for k in pk])), pk)
@@ -261,11 +270,13 @@ def _apply_batches_in_arrow(wh, obj: CatalogObject, m: Manifest, staged: pa.Tabl
     new_codes = codes[np.asarray(upsert)]
     new = new.select(cols).cast(schema)
     old = old.select(cols).cast(schema)
+    replaced = np.zeros(old.num_rows, bool)  # old rows whose key gets a new row (no tombstone)
     if old.num_rows and new.num_rows:
         # a key whose new row equals its old row does not change: drop both
         old_codes = sst_cache.key_codes(old, pk)
         pos = np.minimum(np.searchsorted(new_codes, old_codes), len(new_codes) - 1)
         paired = new_codes[pos] == old_codes
+        replaced = paired
         same = paired.copy()
         idx = pa.array(pos[paired])
         equal = rows_equal(old.filter(pa.array(paired)), new.take(idx), cols)
@@ -276,25 +287,31 @@ def _apply_batches_in_arrow(wh, obj: CatalogObject, m: Manifest, staged: pa.Tabl
             drop_new = np.zeros(new.num_rows, bool)
             drop_new[pos[same]] = True
             old = old.filter(pa.array(~same))
+            replaced = replaced[~same]
             new = new.filter(pa.array(~drop_new))
     minus = pa.array(np.full(old.num_rows, -1, np.int64))
     plus = pa.array(np.ones(new.num_rows, np.int64))
-    return pa.concat_tables([old.append_column(W, minus), new.append_column(W, plus)])
+    delta = pa.concat_tables([old.append_column(W, minus), new.append_column(W, plus)])
+    gone = old.filter(pa.array(~replaced))
+    writes = pa.concat_tables([new.append_column(DELETED, pa.array(np.zeros(new.num_rows, bool))),
+                               gone.append_column(DELETED, pa.array(np.ones(gone.num_rows, bool)))])
+    return delta, writes
 
 
 def _commit_output(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, delta, start: int, target: int,
-                   t0: float, defer: bool = False) -> int:
+                   t0: float, defer: bool = False, writes=None) -> int:
     """Write the step's files and commit its manifest. With `defer` (a table's step inside a
     FLUSH, in-process) the files are only sorted and named here, for this process's downstream
     steps to read from the cache, while a background thread writes them and commits; a view
-    commits only after its inputs' deferred commits succeeded (Warehouse.settle)."""
+    commits only after its inputs' deferred commits succeeded (Warehouse.settle). `writes`: the output
+    state's writes, when the step found them on the way (else derived from the delta)."""
     engine = ctx.engine
     cols = [c.name for c in obj.columns]
     key = list(obj.stream_key)
     _check_unique_key(engine, obj, delta, key)
     out = output_table(wh, obj, m, engine)
     if obj.kind != SOURCE:  # a source keeps only its change log
-        out.stage(state_writes(engine, delta, cols, key))
+        out.stage(writes if writes is not None else state_writes(engine, delta, cols, key))
     tables = {OUTPUT: out, **ctx.tables}
     counts = _insert_delete_counts(engine, delta)
     changed = bool(counts["ins"] or counts["del"])

@@ -239,13 +239,21 @@ def _index(f: _File, cols: tuple[str, ...]):
 def encode_keys(keys: pa.Table, cols: list[str], schema: pa.Schema) -> tuple[np.ndarray, bool]:
     """The distinct wanted keys, encoded and sorted like the files, and whether NULL is wanted."""
     columns = [keys.column(c).cast(schema.field(c).type) for c in cols]
-    nullmask = None
-    for c in columns:
-        m = pc.is_null(c)
-        nullmask = m if nullmask is None else pc.or_(nullmask, m)
-    want_null = bool(pc.any(nullmask).as_py()) if len(keys) else False
-    keep = pc.invert(nullmask)
-    columns = [c.filter(keep) for c in columns]
+    want_null = False
+    if any(c.null_count for c in columns):
+        nullmask = None
+        for c in columns:
+            m = pc.is_null(c)
+            nullmask = m if nullmask is None else pc.or_(nullmask, m)
+        want_null = bool(pc.any(nullmask).as_py())
+        keep = pc.invert(nullmask)
+        columns = [c.filter(keep) for c in columns]
+    if len(columns) == 1 and _int_like(columns[0].type):
+        codes = columns[0].to_numpy(zero_copy_only=False)
+        if len(codes) > 1 and not (codes[1:] > codes[:-1]).all():  # not already sorted and distinct
+            codes = np.sort(codes)
+            codes = codes[np.concatenate(([True], codes[1:] != codes[:-1]))]
+        return codes, want_null
     if len(columns) == 1 and not (pa.types.is_string(columns[0].type) or pa.types.is_large_string(columns[0].type)):
         return np.sort(pc.unique(columns[0]).to_numpy(zero_copy_only=False)), want_null
     codes = _encode(columns)
