@@ -191,13 +191,16 @@ def _range_codes(columns: list) -> np.ndarray | None:
 def sort_indices(table: pa.Table, keys: list[str], last: str | None = None):
     """Row order sorting `table` by `keys` (NULLs first), then by the integer column `last` when
     given. Integer-like keys whose codes are unique, or tie only in pairs (a delete and an insert of
-    one key), sort with numpy's quicksort, several times faster than a general multi-column sort."""
+    one key), sort with numpy's quicksort, several times faster than a general multi-column sort.
+    None: the rows are in that order already (distinct integer-like keys, ascending)."""
     if table.num_rows > 1 and keys:
         cols = [table.column(k).combine_chunks() for k in keys[:2]]
         codes = _int_codes(cols) if len(keys) <= 2 else None
         if codes is None and len(keys) == 2:
             codes = _range_codes(cols)
         if codes is not None:
+            if (codes[1:] > codes[:-1]).all():
+                return None
             order = np.argsort(codes)
             ordered = codes[order]
             tie = np.flatnonzero(ordered[1:] == ordered[:-1])

@@ -297,7 +297,9 @@ def sort_for_sst(table: pa.Table, keys: list[str]) -> pa.Table | None:
     if keys and table.num_rows > 1:
         # a change log's weight column only orders a key's delete before its insert
         last = keys[-1] if keys[-1] == "_w" else None
-        table = table.take(sst_cache.sort_indices(table, keys[:-1] if last else keys, last))
+        order = sst_cache.sort_indices(table, keys[:-1] if last else keys, last)
+        if order is not None:
+            table = table.take(order)
     return table
 
 
