@@ -17,6 +17,7 @@ Prints both times, their ratio, and the FLUSH growth between sizes.
 """
 from __future__ import annotations
 
+import gc
 import os
 
 # the benchmark's state (tens of millions of rows) should fit the decoded-file cache
@@ -91,6 +92,10 @@ def measure(rows: int, spark, root: str) -> dict:
     load(loader, rows, rng)
     load_s = time.perf_counter() - t0
     loader.close()
+    # the load left up to gigabytes of dirty pages; written back while epochs run, they would
+    # stall each commit's fsync: flush them first, so the figures are an epoch's own cost
+    os.sync()
+    gc.collect()
     conn = dagster_rw.connect(wh, spark=spark)  # engine 'auto': each step picks its path by size
     conn.flush()
     change = max(1, rows // 1000)

@@ -245,14 +245,16 @@ def test_a_failed_background_table_commit_keeps_its_views_from_committing(tmp_pa
        epochs_=st.lists(st.lists(st.tuples(st.integers(0, 12), st.integers(0, 2),
                                             st.one_of(st.none(), st.integers(0, 4)), st.booleans()),
                                   max_size=10), min_size=1, max_size=6))
-def test_min_max_over_counted_values_equal_duckdb_on_both_paths(tmp_path_factory, monkeypatch, numpy_path,
-                                                                  epochs_):
+def test_aggregates_equal_duckdb_on_the_arrow_and_the_sql_paths(tmp_path_factory, monkeypatch, numpy_path,
+                                                                 epochs_):
     """MIN/MAX/COUNT DISTINCT keep value counts as changes summed over files: with few values per
     group, extremes lose their last copy often, files merge every few steps, and the view still
-    equals DuckDB's answer over the same DML, on the numpy path and on the SQL path."""
+    equals DuckDB's answer over the same DML, with the per-group sums and value counts computed in
+    Arrow and numpy, and with both computed in SQL."""
     with monkeypatch.context() as patch:
         if not numpy_path:
             patch.setattr(AggregateOp, "counts_in_numpy", lambda *args: None)
+            patch.setattr(AggregateOp, "group_deltas_in_arrow", lambda *args: None)
         _min_max_workload(tmp_path_factory, epochs_)
 
 
@@ -263,7 +265,8 @@ def _min_max_workload(tmp_path_factory, epochs_):
     conn.execute(ddl)
     oracle.execute(ddl)
     queries = {
-        "per_group": "SELECT g, min(v) AS lo, max(v) AS hi, count(DISTINCT v) AS nd, count(*) AS n FROM t GROUP BY g",
+        "per_group": "SELECT g, min(v) AS lo, max(v) AS hi, count(DISTINCT v) AS nd, count(*) AS n, "
+                     "sum(v) AS sv, count(v) AS nv, avg(v) AS av FROM t GROUP BY g",
         "overall": "SELECT min(v) AS lo, max(v) AS hi, count(DISTINCT v) AS nd FROM t",
     }
     for name, q in queries.items():

@@ -85,7 +85,9 @@ class AggregateOp(Operator):
                 parts.append(f"CAST(sum(CASE WHEN {x} IS NOT NULL THEN {x} * {W} END) AS "
                              f"{sqltypes.duckdb_type(acc_t)}) AS ds{i}")
             parts.append(f"CAST(coalesce(sum(CASE WHEN {x} IS NOT NULL THEN {W} ELSE 0 END), 0) AS BIGINT) AS dn{i}")
-        dg = self.sql(f"SELECT {gsel}{', '.join(parts)} FROM d{group_by}", d=d)
+        dg = self.group_deltas_in_arrow(d)
+        if dg is None:
+            dg = self.sql(f"SELECT {gsel}{', '.join(parts)} FROM d{group_by}", d=d)
 
         acc = self.state("acc")
         old = acc.lookup(dg, self.groups) if self.groups else acc.read_all()
@@ -146,6 +148,32 @@ class AggregateOp(Operator):
             f"UNION ALL SELECT {old_out + ', ' if old_out else ''}CAST(-1 AS BIGINT) AS {W} FROM j "
             f"WHERE o_cnt IS NOT NULL AND ({is_global} OR o_cnt > 0)")
         return self.sql(consolidate_sql(out_cols, f"({union}) rw_o"), j=joined)
+
+    def group_deltas_in_arrow(self, d) -> pa.Table | None:
+        """The per-group changes of the accumulators (dcnt, ds<i>, dn<i>, as the SQL in `apply`
+        computes them) with Arrow's hash aggregation, when there are groups and every SUM/AVG/COUNT
+        argument is an integer of at most 32 bits (so no sum of weighted values can overflow a
+        BIGINT); None otherwise."""
+        if not isinstance(d, pa.Table) or not self.groups:
+            return None  # a global aggregate has its one row even over no input: SQL's GROUP BY ()
+        acc_types = dict(self.acc_columns())
+        linear = [(i, a) for i, a in enumerate(self.node.aggs)
+                  if not (a.distinct or a.func in MINPUT or a.func == "count_star")]
+        for i, a in linear:
+            t = d.schema.field(cname(a.arg)).type
+            if not (pa.types.is_integer(t) and t.bit_width <= 32) or acc_types.get(f"s{i}", "bigint") != "bigint":
+                return None
+        w = d.column(W)
+        columns = {g: d.column(g) for g in self.groups}
+        columns["dcnt"] = w
+        for i, a in linear:
+            x = d.column(cname(a.arg))
+            if a.func in ("sum", "avg"):
+                columns[f"ds{i}"] = pc.multiply(x.cast(pa.int64()), w)  # NULL where x is
+            columns[f"dn{i}"] = pc.if_else(pc.is_valid(x), w, pa.scalar(0, pa.int64()))
+        sums = [n for n in columns if n not in self.groups]
+        out = pa.table(columns).group_by(self.groups, use_threads=False).aggregate([(n, "sum") for n in sums])
+        return out.select(self.groups + [f"{n}_sum" for n in sums]).rename_columns(self.groups + sums)
 
     def output_in_arrow(self, joined: pa.Table, out_cols: list[str]) -> pa.Table:
         """The output delta from the joined groups: +1 for each group's new row, -1 for its old row

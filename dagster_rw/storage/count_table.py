@@ -25,12 +25,16 @@ class CountTable(StateTable):
     def counts(self) -> list[str]:
         return [c for c in self.columns if c not in self.pk]
 
-    def _merged(self, where: str) -> str:
+    def _summed(self, where: str = "", extra: str = "") -> str:
+        """rw_state's rows (those meeting `where`) added up per key, without the keys summing to zero."""
         pk = ", ".join(quote(c) for c in self.pk)
         sums = ", ".join(f"CAST(sum({quote(c)}) AS BIGINT) AS {quote(c)}" for c in self.counts)
         nonzero = " OR ".join(f"sum({quote(c)}) <> 0" for c in self.counts)
-        return (f"SELECT {pk}, {sums} FROM rw_state{' WHERE ' + where if where else ''} "
+        return (f"SELECT {pk}, {sums}{extra} FROM rw_state{' WHERE ' + where if where else ''} "
                 f"GROUP BY {pk} HAVING {nonzero}")
+
+    def _merged(self, where: str) -> str:
+        return self._summed(where)
 
     def _lookup_by_search(self, keys: pa.Table, on: list[str], cols: list[str]):
         """Every file's changes for the wanted keys, added up per key (no file shadows another)."""
@@ -83,11 +87,7 @@ class CountTable(StateTable):
         return None  # a key's row is a sum over files, not one file's row
 
     def _merge_query(self, full_merge: bool) -> str:
-        pk = ", ".join(quote(c) for c in self.pk)
-        sums = ", ".join(f"CAST(sum({quote(c)}) AS BIGINT) AS {quote(c)}" for c in self.counts)
-        nonzero = " OR ".join(f"sum({quote(c)}) <> 0" for c in self.counts)
-        return (f"SELECT {pk}, {sums}, CAST(max({EPOCH}) AS BIGINT) AS {EPOCH}, false AS {DELETED} "
-                f"FROM rw_state GROUP BY {pk} HAVING {nonzero}")
+        return self._summed(extra=f", CAST(max({EPOCH}) AS BIGINT) AS {EPOCH}, false AS {DELETED}")
 
     def _merge_in_arrow(self, source: pa.Table) -> pa.Table | None:
         if not isinstance(self.engine, DuckEngine):
