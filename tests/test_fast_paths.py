@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -35,6 +36,30 @@ def test_sparse_index_search_equals_numpy_searchsorted(monkeypatch, keys, wanted
         monkeypatch.setattr(sst_cache, "_SPARSE_MIN_ROWS", -1)
     got = sst_cache._search(haystack, needles, side) if len(haystack) else np.searchsorted(haystack, needles)
     assert got.tolist() == np.searchsorted(haystack, needles, side=side).tolist()
+
+
+@SETTINGS
+@given(low=st.integers(-40, 0), n=st.integers(1, 60), holes=st.sets(st.integers(-40, 60), max_size=40),
+       nulls=st.integers(0, 3), wanted=st.lists(st.integers(-50, 70), max_size=40), sorted_=st.booleans())
+def test_dense_index_finds_what_binary_search_finds(tmp_path_factory, monkeypatch, low, n, holes, nulls, wanted,
+                                                    sorted_):
+    """A file whose integer keys fill much of their range is looked up through a dense index (a
+    row per key value); it finds the same rows as a binary search, with NULL keys first."""
+    keys = set(range(low, low + n)) - holes
+    path = str(tmp_path_factory.mktemp("dense") / "f.parquet")
+    ordered = sorted(keys)
+    pa_keys = pa.array([None] * nulls + ordered, pa.int32())
+    pq.write_table(pa.table({"k": pa_keys, "v": pa.array(range(len(pa_keys)), pa.int64())}), path)
+    needles = np.array(sorted(wanted) if sorted_ else wanted, np.int32)
+    answers = []
+    for dense_from in (0, 1 << 40):  # with the dense index (where the keys allow it), without
+        monkeypatch.setattr(sst_cache, "_DENSE_MIN_ROWS", dense_from)
+        sst_cache.clear()
+        _, pos, hit = sst_cache.positions(path, ["k"], needles)
+        rows = sst_cache.rows_matching(path, ["k"], np.unique(needles), False, unique=True)
+        answers.append((pos[hit].tolist(), hit.tolist(), rows.to_pylist()))
+    assert answers[0] == answers[1]
+    assert answers[1][1] == [w in keys for w in needles.tolist()]
 
 
 def test_sparse_index_search_on_a_large_file():

@@ -282,10 +282,7 @@ def rows_matching(path: str, cols: list[str], wanted: np.ndarray, want_null: boo
     if want_null and nulls:
         parts.append(np.arange(nulls))
     if len(wanted) and len(keys) and unique:
-        pos = _search(keys, wanted, sparse=sparse)
-        inside = pos < len(keys)
-        hit = np.zeros(len(wanted), bool)
-        hit[inside] = keys[pos[inside]] == wanted[inside]
+        pos, hit = _find_unique(f, tuple(cols), keys, wanted, in_order=True)
         pos = pos[hit]
         if found is not None:
             found |= hit
@@ -315,15 +312,60 @@ def positions(path: str, cols: list[str], needles: np.ndarray):
     if idx is None:
         return None
     nulls, keys = idx
-    hit = np.zeros(len(needles), bool)
     if not len(keys) or not len(needles):
-        return f.table, np.zeros(len(needles), np.int64), hit
-    order = np.argsort(needles)  # searches in key order touch the file's keys in order: twice as fast
-    pos = np.empty(len(needles), np.int64)
-    pos[order] = _search(keys, needles[order], sparse=_sparse(f, tuple(cols), keys))
+        return f.table, np.zeros(len(needles), np.int64), np.zeros(len(needles), bool)
+    pos, hit = _find_unique(f, tuple(cols), keys, needles, in_order=False)
+    return f.table, pos + nulls, hit
+
+
+def _find_unique(f: _File, cols: tuple[str, ...], keys: np.ndarray, needles: np.ndarray, in_order: bool):
+    """(position of each needle among the file's distinct sorted keys, whether it is there), by the
+    dense index where the file has one, else by binary search (`in_order`: needles are sorted)."""
+    dense = _dense(f, cols, keys)
+    hit = np.zeros(len(needles), bool)
+    if dense is not None and needles.dtype.kind == "i":
+        low, where = dense
+        offset = needles.astype(np.int64) - low
+        inside = (offset >= 0) & (offset < len(where))
+        pos = np.zeros(len(needles), np.int64)
+        pos[inside] = where[offset[inside]]
+        hit = pos >= 0
+        hit &= inside
+        pos[~hit] = 0
+        return pos, hit
+    if in_order:
+        pos = _search(keys, needles, sparse=_sparse(f, cols, keys))
+    else:
+        order = np.argsort(needles)  # searches in key order touch the file's keys in order: twice as fast
+        pos = np.empty(len(needles), np.int64)
+        pos[order] = _search(keys, needles[order], sparse=_sparse(f, cols, keys))
     inside = pos < len(keys)
     hit[inside] = keys[pos[inside]] == needles[inside]
-    return f.table, pos + nulls, hit
+    return pos, hit
+
+
+def _dense(f: _File, cols: tuple[str, ...], keys: np.ndarray):
+    """For a file of distinct integer keys that fill at least half of their range: (lowest key, the
+    row of each key value from it, -1 where absent). A lookup is then one gather per key instead
+    of a binary search (a fact table's dense ids, a dimension's keys). None for other files."""
+    name = ("dense",) + cols
+    if name not in f.indexes:
+        where = None
+        if len(keys) >= _DENSE_MIN_ROWS and keys.dtype.kind == "i":
+            low, span = int(keys[0]), int(keys[-1]) - int(keys[0]) + 1
+            if span <= 2 * len(keys) and (keys[1:] > keys[:-1]).all():
+                where = np.full(span, -1, np.int32 if len(keys) < (1 << 31) else np.int64)
+                where[keys - low] = np.arange(len(keys), dtype=where.dtype)
+                with _lock:
+                    f.size += where.nbytes
+                    if f.counted:
+                        _grow(where.nbytes)
+                where = (low, where)
+        f.indexes[name] = where
+    return f.indexes[name]
+
+
+_DENSE_MIN_ROWS = 1 << 12  # smaller files are searched as fast as gathered
 
 
 def _sparse(f: _File, cols: tuple[str, ...], keys: np.ndarray) -> np.ndarray | None:
