@@ -41,10 +41,11 @@ def test_sparse_index_search_equals_numpy_searchsorted(monkeypatch, keys, wanted
 @SETTINGS
 @given(low=st.integers(-40, 0), n=st.integers(1, 60), holes=st.sets(st.integers(-40, 60), max_size=40),
        nulls=st.integers(0, 3), wanted=st.lists(st.integers(-50, 70), max_size=40), sorted_=st.booleans())
-def test_dense_index_finds_what_binary_search_finds(tmp_path_factory, monkeypatch, low, n, holes, nulls, wanted,
-                                                    sorted_):
+def test_dense_index_and_key_filter_find_what_binary_search_finds(tmp_path_factory, monkeypatch, low, n, holes,
+                                                                  nulls, wanted, sorted_):
     """A file whose integer keys fill much of their range is looked up through a dense index (a
-    row per key value); it finds the same rows as a binary search, with NULL keys first."""
+    row per key value), and many keys are first filtered by a file's Bloom filter; either finds
+    the same rows as a binary search, with NULL keys first."""
     keys = set(range(low, low + n)) - holes
     path = str(tmp_path_factory.mktemp("dense") / "f.parquet")
     ordered = sorted(keys)
@@ -52,14 +53,17 @@ def test_dense_index_finds_what_binary_search_finds(tmp_path_factory, monkeypatc
     pq.write_table(pa.table({"k": pa_keys, "v": pa.array(range(len(pa_keys)), pa.int64())}), path)
     needles = np.array(sorted(wanted) if sorted_ else wanted, np.int32)
     answers = []
-    for dense_from in (0, 1 << 40):  # with the dense index (where the keys allow it), without
+    # the dense index (where the keys allow it); the filter; neither (a binary search)
+    for dense_from, filter_from in ((0, 1 << 40), (1 << 40, 0), (1 << 40, 1 << 40)):
         monkeypatch.setattr(sst_cache, "_DENSE_MIN_ROWS", dense_from)
+        monkeypatch.setattr(sst_cache, "_FILTER_MIN_NEEDLES", filter_from)
         sst_cache.clear()
         _, pos, hit = sst_cache.positions(path, ["k"], needles)
         rows = sst_cache.rows_matching(path, ["k"], np.unique(needles), False, unique=True)
         answers.append((pos[hit].tolist(), hit.tolist(), rows.to_pylist()))
-    assert answers[0] == answers[1]
-    assert answers[1][1] == [w in keys for w in needles.tolist()]
+    assert answers[0] == answers[2]
+    assert answers[1] == answers[2]
+    assert answers[2][1] == [w in keys for w in needles.tolist()]
 
 
 def test_sparse_index_search_on_a_large_file():

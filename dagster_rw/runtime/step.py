@@ -211,7 +211,7 @@ def read_batches(wh, obj: CatalogObject, keys: list[str]) -> pa.Table | None:
     tables = []
     for i, key in enumerate(keys):
         t = sst_cache.read_parquet(wh.store.local_path(key))
-        t = t.append_column("_batch", pa.array([i] * t.num_rows, pa.int64()))
+        t = t.append_column("_batch", pa.array(np.full(t.num_rows, i, np.int64)))
         tables.append(t)
     if not tables:
         return None

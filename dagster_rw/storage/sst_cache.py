@@ -65,7 +65,7 @@ def _grow(nbytes: int) -> None:
 def read_parquet(path: str) -> pa.Table:
     """A Parquet file as Arrow; INTERVAL columns (which pyarrow sees as 12 raw bytes: months, days,
     milliseconds) come back as month_day_nano intervals."""
-    table = pq.read_table(path)
+    table = pq.ParquetFile(path).read()  # one known file: no dataset discovery
     for i, field in enumerate(table.schema):
         if pa.types.is_fixed_size_binary(field.type) and field.type.byte_width == 12:
             raw = table.column(i).combine_chunks()
@@ -333,15 +333,54 @@ def _find_unique(f: _File, cols: tuple[str, ...], keys: np.ndarray, needles: np.
         hit &= inside
         pos[~hit] = 0
         return pos, hit
+    if len(needles) >= _FILTER_MIN_NEEDLES and len(keys) < _SPARSE_MIN_ROWS and keys.dtype.kind in "iu" \
+            and needles.dtype.kind in "iu":
+        # many needles, a small file: most needles are not in it; search only those its filter admits
+        admits = _filter(f, cols, keys)
+        maybe = admits[_slot(needles, len(admits))]
+        pos = np.zeros(len(needles), np.int64)
+        pos[maybe], hit[maybe] = _search_all(f, cols, keys, needles[maybe], in_order)
+        return pos, hit
+    return _search_all(f, cols, keys, needles, in_order)
+
+
+def _search_all(f: _File, cols: tuple[str, ...], keys: np.ndarray, needles: np.ndarray, in_order: bool):
     if in_order:
         pos = _search(keys, needles, sparse=_sparse(f, cols, keys))
     else:
         order = np.argsort(needles)  # searches in key order touch the file's keys in order: twice as fast
         pos = np.empty(len(needles), np.int64)
         pos[order] = _search(keys, needles[order], sparse=_sparse(f, cols, keys))
+    hit = np.zeros(len(needles), bool)
     inside = pos < len(keys)
     hit[inside] = keys[pos[inside]] == needles[inside]
     return pos, hit
+
+
+def _slot(values: np.ndarray, slots: int) -> np.ndarray:
+    """A slot in a filter of `slots` (a power of two) entries for each integer key: the top bits
+    of a multiplicative hash."""
+    shift = np.uint64(64 - (slots.bit_length() - 1))
+    return ((values.astype(np.int64).view(np.uint64) * _MIX) >> shift).astype(np.intp)
+
+
+def _filter(f: _File, cols: tuple[str, ...], keys: np.ndarray) -> np.ndarray:
+    """A one-hash Bloom filter of a file's integer keys, eight slots per key: a key whose slot is
+    False is not in the file (about one absent key in nine passes anyway)."""
+    name = ("filter",) + cols
+    if name not in f.indexes:
+        slots = 1 << max(10, (8 * len(keys) - 1).bit_length())
+        admits = np.zeros(slots, bool)
+        admits[_slot(keys, slots)] = True
+        with _lock:
+            f.size += admits.nbytes
+            if f.counted:
+                _grow(admits.nbytes)
+        f.indexes[name] = admits
+    return f.indexes[name]
+
+
+_FILTER_MIN_NEEDLES = 1 << 10  # fewer needles search a file as fast as they are filtered
 
 
 def _dense(f: _File, cols: tuple[str, ...], keys: np.ndarray):
