@@ -132,3 +132,24 @@ def test_count_table_adds_up_changes_across_files_like_a_counter(tmp_path_factor
     assert len(table.files) <= 1
     assert {(r["k1"], r["k2"]): r["cnt"] for r in ENGINE.to_arrow(table.read_all()).to_pylist()} == \
         {k: c for k, c in model.items() if c}
+
+
+def test_min_max_state_of_an_earlier_format_is_refused_not_misread(tmp_path):
+    """Earlier versions kept MIN/MAX value counts as absolute counts (newest file wins); read as
+    count changes they would give wrong extremes, so a step refuses them with a clear error."""
+    import pytest
+
+    from dagster_rw.storage import manifest as manifests
+
+    conn = dagster_rw.connect(str(tmp_path / "wh"), engine="duckdb")
+    conn.execute("CREATE TABLE t (id INT PRIMARY KEY, g INT, v INT)")
+    conn.execute("CREATE MATERIALIZED VIEW hi AS SELECT g, max(v) AS mx FROM t GROUP BY g")
+    conn.execute("INSERT INTO t VALUES (1, 1, 10), (2, 1, 20)")
+    conn.flush()
+    m = conn.wh.manifest("hi")
+    [name] = [n for n in m.state if ".vcount" in n]
+    m.state[name.replace(".vcount", ".minput")] = m.state.pop(name)  # as an earlier version named it
+    manifests.commit(conn.wh.store, m, [], 0)
+    conn.execute("DELETE FROM t WHERE id = 2")
+    with pytest.raises(dagster_rw.OperationalError, match="'hi'.*earlier dagster-rw.*DROP it and CREATE it again"):
+        conn.flush()

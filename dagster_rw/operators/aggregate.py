@@ -3,7 +3,7 @@
 State strategies, chosen per aggregate:
 - value state (`acc`): per group the row count and, per SUM/AVG/COUNT, a running sum and non-null
   count; a step adds the delta's partial sums to the touched groups only.
-- materialized input (`minput<i>`): for MIN, MAX and COUNT(DISTINCT), per group the count of each
+- materialized input (`vcount<i>`): for MIN, MAX and COUNT(DISTINCT), per group the count of each
   distinct value, kept as count changes (a CountTable: a step writes changes without reading old
   counts). An insert can only improve the extreme; when a delete removes the last copy of the
   current extreme, that group's values are read back (the group's slice of the sorted state).
@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 
 from .. import types as sqltypes
 from ..engine.duck import quote
+from ..errors import OperationalError
 from ..sql.plan import cname
 from ..storage import sst_cache
 from ..storage.count_table import CountTable
@@ -64,7 +65,7 @@ class AggregateOp(Operator):
         for i, a in enumerate(node.aggs):
             if a.func in MINPUT or a.distinct:
                 vtype = sqltypes.arrow_type(node.child.columns[a.arg].type)
-                tables[f"minput{i}"] = (self.groups + ["v"], pa.schema(
+                tables[f"vcount{i}"] = (self.groups + ["v"], pa.schema(
                     gfields + [pa.field("v", vtype), pa.field("cnt", pa.int64())]), CountTable)
         return tables
 
@@ -225,7 +226,11 @@ class AggregateOp(Operator):
         g = col_list(self.groups)
         gsel = g + ", " if self.groups else ""
         x = quote(cname(a.arg))
-        counts = self.state(f"minput{i}")
+        if f"op{self.node.id}.minput{i}" in self.ctx.manifest.state:  # absolute counts, newest file wins
+            raise OperationalError(
+                f"materialized view {self.ctx.obj.name!r} keeps MIN/MAX/COUNT DISTINCT state in the format of an "
+                "earlier dagster-rw, which this version cannot read: DROP it and CREATE it again")
+        counts = self.state(f"vcount{i}")
         keys = self.groups + ["v"]
         counted = self.counts_in_numpy(d, a, counts, old, i)
         if counted is not None:
