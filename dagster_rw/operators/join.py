@@ -5,6 +5,8 @@ join key appears in the other side's delta.
 """
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -81,7 +83,7 @@ class JoinSides:
         for side, delta, cols in (("left", dl, self.lcols()), ("right", dr, self.rcols())):
             if isinstance(delta, pa.Table) and not delta.num_rows:
                 continue  # (a Spark delta is not counted: that would be a job of its own)
-            self.state(side).stage(state_writes(self.engine, delta, cols, self.side_pk(side)))
+            self.state(side).stage(partial(state_writes, self.engine, delta, cols, self.side_pk(side)))
 
     def keys_of(self, delta, cols: list[str], as_names: list[str]):
         """The join keys of a delta's rows under the other side's names (NULL keys never match)."""

@@ -147,7 +147,9 @@ class StateTable:
 
     # -- writing -------------------------------------------------------------------------------
     def stage(self, rows) -> None:
-        """Rows to write at the end of the step: the live columns plus `_del`."""
+        """Rows to write at the end of the step: the live columns plus `_del`; or a function that
+        computes them, called when the file is prepared (in-process, on a writer thread while the
+        operators above compute)."""
         self._staged.append(rows)
 
     def flush(self, epoch_from: int, epoch_to: int) -> SstFile | None:
@@ -160,7 +162,7 @@ class StateTable:
         readable from the cache; `finish()` writes it."""
         if not self._staged:
             return None
-        staged, self._staged = self._staged, []
+        staged, self._staged = [r() if callable(r) else r for r in self._staged], []
         if all(isinstance(r, pa.Table) for r in staged):
             full = self._scan().schema
             parts = [r.select(self.columns + [DELETED]) for r in staged if r.num_rows]
