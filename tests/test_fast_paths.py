@@ -75,10 +75,38 @@ def test_sparse_index_search_on_a_large_file():
 
 
 @SETTINGS
+@given(values=st.lists(st.integers(-(1 << 63), (1 << 63) - 1), max_size=300),
+       dtype=st.sampled_from([np.int64, np.int32, np.int16, np.uint64]), shift=st.integers(0, 62))
+def test_packed_sort_order_equals_numpys_stable_argsort(monkeypatch, values, dtype, shift):
+    """Sorting (value, row number) packed into one uint64 gives numpy's stable argsort, over
+    narrow and full-width value ranges (the latter fall back to argsort)."""
+    monkeypatch.setattr(sst_cache, "_PACK_MIN_ROWS", 0)
+    info = np.iinfo(dtype)
+    codes = np.array([min(max(v >> shift, info.min), info.max) for v in values], dtype)
+    order, ordered = sst_cache.sorted_order(codes)
+    assert order.tolist() == np.argsort(codes, kind="stable").tolist()
+    assert ordered.tolist() == sorted(codes.tolist())
+    h = codes.astype(np.int64).view(np.uint64) if dtype != np.uint64 else codes
+    order, short = sst_cache.hash_order(h)
+    assert sorted(order.tolist()) == list(range(len(h)))
+    assert (short[1:] >= short[:-1]).all()
+    # equal hashes stay equal after shortening, so they end up side by side
+    assert all(short[i] == short[j] for i in range(len(h)) for j in range(len(h)) if h[order[i]] == h[order[j]])
+
+
+@pytest.fixture(params=["argsort", "packed"])
+def sort_kind(request, monkeypatch):
+    """Run a test with numpy's argsort and with the packed sort that large inputs take."""
+    if request.param == "packed":
+        monkeypatch.setattr(sst_cache, "_PACK_MIN_ROWS", 0)
+    return request.param
+
+
+@SETTINGS
 @given(rows=st.lists(st.tuples(st.one_of(st.none(), st.integers(-5, 5)), st.integers(-3, 3),
                                st.sampled_from([-1, 1])), max_size=60),
        types=st.sampled_from([(pa.int32(), pa.int32()), (pa.int64(), pa.int16()), (pa.date32(), pa.int32())]))
-def test_numpy_sort_order_equals_arrows_sort(rows, types):
+def test_numpy_sort_order_equals_arrows_sort(sort_kind, rows, types):
     a_type, b_type = types
     table = pa.table({
         "a": pa.array([r[0] for r in rows], pa.int32() if a_type == pa.date32() else pa.int64()).cast(a_type),
@@ -178,7 +206,7 @@ def _delta(rows):
 @pytest.mark.parametrize("weak", [False, True])
 @SETTINGS
 @given(rows=DELTA_ROWS)
-def test_consolidation_in_arrow_equals_sql(monkeypatch, weak, rows):
+def test_consolidation_in_arrow_equals_sql(monkeypatch, sort_kind, weak, rows):
     if weak:
         _weak_hash(monkeypatch)
     engine = _ENGINE
@@ -191,7 +219,7 @@ def test_consolidation_in_arrow_equals_sql(monkeypatch, weak, rows):
 @pytest.mark.parametrize("weak", [False, True])
 @SETTINGS
 @given(rows=DELTA_ROWS)
-def test_state_writes_in_arrow_equal_sql(monkeypatch, weak, rows):
+def test_state_writes_in_arrow_equal_sql(monkeypatch, sort_kind, weak, rows):
     if weak:
         _weak_hash(monkeypatch)
     # a consolidated delta unique per key and sign, as operators hand to their state

@@ -314,8 +314,7 @@ class AggregateOp(Operator):
         if codes is None or gcodes_old is None:
             return None
         # dm: per (group, value) the change in its count, sorted by group, then value
-        order = np.argsort(codes)
-        ordered = codes[order]
+        order, ordered = sst_cache.sorted_order(codes)
         if not len(codes):
             return None
         starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))

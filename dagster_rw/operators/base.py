@@ -91,8 +91,7 @@ def _cancel_pairs(delta: pa.Table, cols: list[str]) -> pa.Table | None:
     w = delta.column(W).to_numpy()
     if not ((w == 1) | (w == -1)).all():
         return None
-    order = np.argsort(h)
-    oh = h[order]
+    order, oh = sst_cache.hash_order(h)
     tie = np.flatnonzero(oh[1:] == oh[:-1])
     if not len(tie):
         return delta.select(cols + [W])
@@ -129,8 +128,7 @@ def _state_writes_in_arrow(delta: pa.Table, cols: list[str], pk: list[str]) -> p
     dels = ~ins
     # a key deleted and inserted in one step is written by its insert alone: find such pairs as
     # rows sharing a hash (one sort; neighbours), then compare their key columns
-    order = np.argsort(h)
-    ordered = h[order]
+    order, ordered = sst_cache.hash_order(h)
     tie = np.flatnonzero(ordered[1:] == ordered[:-1])
     if len(tie):
         if (np.diff(tie) == 1).any():

@@ -257,8 +257,7 @@ def _apply_batches_in_arrow(wh, obj: CatalogObject, m: Manifest, staged: pa.Tabl
     codes = sst_cache.key_codes(staged.select(pk).cast(pa.schema([schema.field(k) for k in pk])), pk)
     if codes is None:
         return None
-    order = np.argsort(codes)
-    codes = codes[order]
+    order, codes = sst_cache.sorted_order(codes)
     if (codes[1:] == codes[:-1]).any():  # a key changed twice: the SQL path orders the changes
         return None
     last = staged.take(order)

@@ -67,8 +67,7 @@ class CountTable(StateTable):
         else:
             codes = sst_cache.key_codes(rows, self.pk)
             if codes is not None:
-                order = np.argsort(codes, kind="stable")
-                ordered = codes[order]
+                order, ordered = sst_cache.sorted_order(codes)
                 starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
                 single = rows.select(self.pk).take(pa.array(order[starts]))
                 for c in self.counts:
@@ -89,7 +88,7 @@ class CountTable(StateTable):
     def _merge_query(self, full_merge: bool) -> str:
         return self._summed(extra=f", CAST(max({EPOCH}) AS BIGINT) AS {EPOCH}, false AS {DELETED}")
 
-    def _merge_in_arrow(self, source: pa.Table) -> pa.Table | None:
+    def _merge_in_arrow(self, source: pa.Table, full_merge: bool) -> pa.Table | None:
         if not isinstance(self.engine, DuckEngine):
             return None
         summed = self.sum_per_key(source.select(self.columns))

@@ -219,7 +219,7 @@ class StateTable:
             full = self._scan().schema
             source = pa.concat_tables([sst_cache.read(self.store.local_path(f.key)).select(full.names).cast(full)
                                        for f in group])
-            rel = self._merge_in_arrow(source)
+            rel = self._merge_in_arrow(source, full_merge)
         else:
             source = StateTable(self.store, self.engine, self.key_dir, self.pk, self.schema, group)._scan()
             rel = None
@@ -243,9 +243,19 @@ class StateTable:
             + (f" AND NOT {DELETED}" if full_merge else "")
         )
 
-    def _merge_in_arrow(self, source: pa.Table) -> pa.Table | None:
-        """_merge_query's answer computed in Arrow, or None to run the query."""
-        return None
+    def _merge_in_arrow(self, source: pa.Table, full_merge: bool) -> pa.Table | None:
+        """_merge_query's answer computed in Arrow, or None to run the query: `source` is the
+        group's files concatenated oldest first, each holding a key at most once, so a stable sort
+        by key puts each key's newest version last among its rows. Integer-like keys only."""
+        if not self.pk or source.num_rows == 0:
+            return None
+        codes = sst_cache.order_codes(source, self.pk)
+        if codes is None:
+            return None
+        order, ordered = sst_cache.sorted_order(codes)
+        newest = order[np.flatnonzero(np.append(ordered[1:] != ordered[:-1], True))]
+        merged = source.take(pa.array(newest))
+        return merged.filter(pc.invert(merged.column(DELETED))) if full_merge else merged
 
 
 class PreparedSst:
