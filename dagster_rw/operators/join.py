@@ -112,7 +112,7 @@ class InnerJoinOp(JoinSides, Operator):
                 gathered = self.gather(dl)
                 if gathered is not None:
                     self.stage_sides(dl, dr)
-                    return consolidate(self.engine, gathered, [cname(i) for i in range(len(self.node.columns))])
+                    return self.consolidated(gathered, [cname(i) for i in range(len(self.node.columns))])
             r_hit = self.state("right").lookup(self.keys_of(dl, self.lkeys(), self.rkeys()), self.rkeys())
             rels["rh"] = self.with_unit_weight(r_hit, self.rcols())
             parts.append(f"SELECT {self.output_select('l.' + W)} FROM dl l JOIN rh r ON {cond}")
@@ -127,7 +127,13 @@ class InnerJoinOp(JoinSides, Operator):
         if not parts:
             return delta_schema(self.node).empty_table()
         out = self.sql(" UNION ALL ".join(parts), **rels)
-        return consolidate(self.engine, out, out_cols)
+        return self.consolidated(out, out_cols)
+
+    def consolidated(self, delta, cols: list[str]):
+        """The join's output delta consolidated, unless it feeds an aggregate (which adds up)."""
+        if self.node.id in self.ctx.unconsolidated:
+            return delta
+        return consolidate(self.engine, delta, cols)
 
     def gather(self, dl):
         """dL join R_old without SQL when each join key matches at most one right row (the join

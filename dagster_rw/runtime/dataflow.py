@@ -49,6 +49,7 @@ def operator_for(node: Node, ctx):
 
 def run(root: Node, ctx):
     """Push the step's input deltas through every operator; returns the root's output delta."""
+    ctx.unconsolidated = feeding_aggregates(root)
     deltas: dict[int, object] = {}
     for node in root.walk():
         op = operator_for(node, ctx)
@@ -57,6 +58,23 @@ def run(root: Node, ctx):
         for child in node.children:
             deltas.pop(child.id, None)
     return deltas[root.id]
+
+
+def feeding_aggregates(root: Node) -> set[int]:
+    """The nodes whose every output row reaches a GROUP BY through stateless maps alone. An
+    aggregate adds up weights per group (and per value, for MIN/MAX/COUNT DISTINCT), so a row
+    inserted and deleted in one delta adds nothing there: these nodes' deltas need no
+    consolidation. (Not an EMIT ON WINDOW CLOSE aggregate, which buffers rows.)"""
+    out: set[int] = set()
+
+    def visit(node: Node, feeds: bool) -> None:
+        if feeds:
+            out.add(node.id)
+        for child in node.children:
+            visit(child, type(node) is Aggregate or (feeds and isinstance(node, Map)))
+
+    visit(root, False)
+    return out
 
 
 def state_layout(root: Node, ctx) -> dict[str, tuple]:

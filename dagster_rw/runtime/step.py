@@ -64,6 +64,7 @@ class StepContext:
         self.tables: dict[str, StateTable] = {}
         self.rows_in = 0
         self.written: dict = {}  # state table -> its file, written while later operators run
+        self.unconsolidated: set[int] = set()  # nodes whose output deltas need no consolidation
 
     def operator_done(self, op_id: int) -> None:
         """An operator has staged all its state writes: in-process, write its files now, on the
