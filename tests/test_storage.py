@@ -1,6 +1,7 @@
 """Laws of the storage layer: LSM state tables against a dict model, consolidation, file collection."""
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -90,7 +91,8 @@ def test_a_partial_merge_keeps_the_tombstones_that_shadow_an_older_file(tmp_path
     schema = pa.schema([("k", pa.int64()), ("v", pa.int64())])
     with_del = schema.append(pa.field(DELETED, pa.bool_()))
     table = StateTable(LocalStore(str(tmp_path)), ENGINE, "state/t", ["k"], schema, [])
-    steps = [[{"k": k, "v": k, DELETED: False} for k in range(20_000)],
+    noise = dict(enumerate(np.random.default_rng(0).integers(0, 1 << 62, 20_000).tolist()))  # incompressible
+    steps = [[{"k": k, "v": noise[k], DELETED: False} for k in range(20_000)],
              [{"k": 5, "v": 0, DELETED: True}, {"k": 7, "v": 70, DELETED: False}],
              [{"k": 6, "v": 0, DELETED: True}, {"k": 7, "v": 0, DELETED: True}],
              [{"k": 6, "v": 66, DELETED: False}, {"k": 30_000, "v": 1, DELETED: False}]]
@@ -101,7 +103,7 @@ def test_a_partial_merge_keeps_the_tombstones_that_shadow_an_older_file(tmp_path
     assert len(gone) == 3 and len(files) == 2 and files[0].rows == 20_000  # the old file stayed
     assert files[1].rows == 4  # 5 and 7 deleted, 6 and 30000 put
     got = {r["k"]: r["v"] for r in ENGINE.to_arrow(table.read_all()).to_pylist()}
-    want = {k: k for k in range(20_000) if k not in (5, 7)} | {6: 66, 30_000: 1}
+    want = {k: noise[k] for k in range(20_000) if k not in (5, 7)} | {6: 66, 30_000: 1}
     assert got == want
     table.compact_all()  # a full merge drops the tombstones
     assert [f.rows for f in table.files] == [len(want)]

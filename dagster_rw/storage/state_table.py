@@ -317,8 +317,13 @@ def sort_for_sst(table: pa.Table, keys: list[str]) -> pa.Table | None:
 
 def write_parquet(table: pa.Table, path: str) -> None:
     # step files are small and written often: snappy, and dictionaries only where values repeat
-    # (strings); dictionary-encoding numeric columns costs more than half the write time
-    pq.write_table(table, path, compression="snappy", use_dictionary=[
+    # (strings); dictionary-encoding numeric columns costs more than half the write time. Integer,
+    # date and timestamp columns are delta-encoded (bit-packed differences): sorted keys and small
+    # values take a fraction of their plain size, at no extra write time, so a step writes (and
+    # syncs to disk) about half the bytes.
+    delta = {f.name: "DELTA_BINARY_PACKED" for f in table.schema if pa.types.is_integer(f.type)
+             or pa.types.is_date32(f.type) or pa.types.is_timestamp(f.type)}
+    pq.write_table(table, path, compression="snappy", column_encoding=delta, use_dictionary=[
         f.name for f in table.schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
         or pa.types.is_binary(f.type) or pa.types.is_dictionary(f.type)])
 
