@@ -55,7 +55,7 @@ class ObjectStore:
     url: str
 
     def read_bytes(self, key: str) -> bytes: ...
-    def write_bytes(self, key: str, data: bytes) -> None: ...
+    def write_bytes(self, key: str, data: bytes, durable: bool = True) -> None: ...
     def put_if_absent(self, key: str, data: bytes) -> bool: ...
     def list(self, prefix: str) -> list[str]: ...
     def delete(self, key: str) -> None: ...
@@ -86,14 +86,17 @@ class LocalStore(ObjectStore):
         with open(self._path(key), "rb") as f:
             return f.read()
 
-    def write_bytes(self, key: str, data: bytes) -> None:
+    def write_bytes(self, key: str, data: bytes, durable: bool = True) -> None:
+        """Replace the object atomically; synced to disk first unless not `durable` (a hint a
+        crash may lose: an fsync also commits the file system's journal, deletions and all)."""
         path = self._path(key)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = f"{path}.{uuid.uuid4().hex}.tmp"
         with open(tmp, "wb") as f:
             f.write(data)
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
 
     def put_if_absent(self, key: str, data: bytes) -> bool:
@@ -169,7 +172,7 @@ class S3Store(ObjectStore):
         except self.client.exceptions.NoSuchKey as e:
             raise FileNotFoundError(key) from e
 
-    def write_bytes(self, key: str, data: bytes) -> None:
+    def write_bytes(self, key: str, data: bytes, durable: bool = True) -> None:
         self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
 
     def put_if_absent(self, key: str, data: bytes) -> bool:
