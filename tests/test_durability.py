@@ -514,3 +514,31 @@ def test_interrupted_upload_leaves_no_partial_object(tmp_path, monkeypatch):
     assert store.list("staging/") == []
     store.upload_file(str(src), "staging/t/batch.parquet")  # and a complete upload works
     assert store.read_bytes("staging/t/batch.parquet") == b"x" * 100_000
+
+
+def test_a_lost_staging_watermark_seals_and_applies_nothing_twice(tmp_path):
+    """The staging watermark is written without an fsync, so a crash may lose it after the staged
+    files and epoch records it covers were deleted: the next process must neither reseal nor
+    reapply anything, nor miss a row."""
+    warehouse = str(tmp_path / "wh")
+    conn = dagster_rw.connect(warehouse, engine="duckdb")
+    conn.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+    conn.execute("CREATE MATERIALIZED VIEW s AS SELECT count(*) AS n, sum(v) AS total FROM t")
+    conn.execute("INSERT INTO t VALUES (1, 10)")
+    conn.flush()
+    store = LocalStore(warehouse)
+    older = store.read_bytes("staging_gc.json")
+    conn.execute("INSERT INTO t VALUES (2, 20), (1, 11)")
+    conn.flush()
+    assert json.loads(store.read_bytes("staging_gc.json"))["epoch"] > json.loads(older)["epoch"]
+    store.write_bytes("staging_gc.json", older)  # as if the crash lost the second write
+    conn.close()
+    fresh = dagster_rw.connect(warehouse, engine="duckdb")
+    assert fresh.wh.pending_inputs() == {}
+    fresh.execute("INSERT INTO t VALUES (3, 30)")
+    fresh.flush()
+    assert fresh.execute("SELECT * FROM s").fetchall() == [(3, 61)]
+    assert sorted(fresh.execute("SELECT * FROM t").fetchall()) == [(1, 11), (2, 20), (3, 30)]
+    fresh.flush()  # nothing staged: an empty epoch changes nothing
+    assert fresh.execute("SELECT * FROM s").fetchall() == [(3, 61)]
+    assert store.list("staging/") == []
