@@ -234,6 +234,7 @@ class AggregateOp(Operator):
         keys = self.groups + ["v"]
         counted = self.counts_in_numpy(d, a, counts, old, i)
         if counted is not None:
+            self.ctx.write_now(f"op{self.node.id}.vcount{i}")  # staged: written while the step goes on
             dm, per_group = counted
         else:
             dm = self.sql(
@@ -244,6 +245,7 @@ class AggregateOp(Operator):
                     DELETED, pa.array(np.zeros(dm.num_rows, bool))))
             else:
                 counts.stage(self.sql(f"SELECT {gsel}v, dc AS cnt, false AS {DELETED} FROM dm", dm=dm))
+            self.ctx.write_now(f"op{self.node.id}.vcount{i}")
             if a.distinct:
                 on = null_safe_eq(keys, keys, "dm", "om")
                 return self.sql(

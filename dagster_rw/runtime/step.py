@@ -71,10 +71,17 @@ class StepContext:
         writer threads, while the operators above it compute."""
         if self.engine is not self.wh.engine:
             return
+        for name in self.tables:
+            if name.startswith(f"op{op_id}."):
+                self.write_now(name)
+
+    def write_now(self, name: str) -> None:
+        """State table `name` (`op<id>.<table>`) has all its writes of this step: in-process, write
+        its file now, on a writer thread, while the operator goes on (once per step)."""
+        if self.engine is not self.wh.engine or name in self.written:
+            return
         start = self.manifest.epoch if self.manifest.exists else self.target
-        for name, table in self.tables.items():
-            if name.startswith(f"op{op_id}.") and name not in self.written:
-                self.written[name] = _writers().submit(table.flush, start, self.target)
+        self.written[name] = _writers().submit(self.tables[name].flush, start, self.target)
 
     def watermark(self, source: str, epoch: int) -> int | None:
         """The watermark of `source` as of `epoch` (microseconds since 1970; None: no event yet)."""
