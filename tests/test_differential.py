@@ -64,6 +64,11 @@ SETS_TOPN_NOPK = {
     "union_distinct": "SELECT k FROM t1 UNION SELECT k FROM t3",
     "except_rows": "SELECT k, v FROM t1 EXCEPT SELECT k, v FROM t3",
     "intersect_rows": "SELECT k, v % 3 AS m FROM t1 INTERSECT SELECT k, w % 3 FROM t2",
+    # (view, the same query for DuckDB, which has no CORRESPONDING)
+    "union_corresponding": ("SELECT id, k, v FROM t1 UNION ALL CORRESPONDING SELECT v, k FROM t3",
+                            "SELECT k, v FROM t1 UNION ALL SELECT k, v FROM t3"),
+    "union_corresponding_by": ("SELECT id, k, v FROM t1 UNION CORRESPONDING BY (v, k) SELECT k, w AS v, id FROM t2",
+                               "SELECT v, k FROM t1 UNION SELECT w, k FROM t2"),
 }
 
 VIEWS_ON_VIEWS = {
@@ -177,10 +182,11 @@ def run_workload(warehouse, views: dict, ops, create_at, engine="duckdb"):
 
     def create_upto(i):
         for name, at in zip(names, create_at):
+            query, oracle_query = (views[name], views[name]) if isinstance(views[name], str) else views[name]
             if at <= i and name not in created and all(
-                    dep in created for dep in names if dep != name and dep in views[name].split()):
-                conn.execute(f"CREATE MATERIALIZED VIEW {name} AS {views[name]}")
-                oracle.execute(f"CREATE VIEW {name} AS {views[name]}")
+                    dep in created for dep in names if dep != name and dep in query.split()):
+                conn.execute(f"CREATE MATERIALIZED VIEW {name} AS {query}")
+                oracle.execute(f"CREATE VIEW {name} AS {oracle_query}")
                 created.append(name)
 
     for i, op in enumerate(ops):

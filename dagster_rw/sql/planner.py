@@ -227,12 +227,7 @@ class Planner:
         if query.args.get("order") or query.args.get("limit") or query.args.get("offset"):
             raise self.refuse(f"ORDER BY / LIMIT on {what}", query)
 
-        def names_of(side: exp.Expression) -> list[str]:
-            sub = Planner(self.resolve_object, self.sql, self.obj, self.engine)
-            sub.ctes = dict(self.ctes)
-            return [n for n in sub.plan_query(side)[1]]
-
-        left, right = names_of(query.this), names_of(query.expression)
+        left, right = self.output_names(query.this), self.output_names(query.expression)
         if len(left) != len(right):
             raise ProgrammingError(f"each {what} query must have the same number of columns{self.where(query)}")
         if len(set(left)) != len(left):
@@ -253,15 +248,61 @@ class Planner:
         return exp.select(*keys).from_(exp.Subquery(this=both, alias=exp.TableAlias(
             this=exp.to_identifier("_rw_set")))).group_by(*[k.copy() for k in keys]).having(keep)
 
+    def output_names(self, query: exp.Expression) -> list[str]:
+        """The output column names of a query (planned on the side, to learn them)."""
+        sub = Planner(self.resolve_object, self.sql, self.obj, self.engine)
+        sub.ctes = dict(self.ctes)
+        return list(sub.plan_query(query)[1])
+
+    def corresponding_as_select_lists(self, query: exp.Union) -> exp.Union:
+        """`A UNION [ALL] CORRESPONDING [BY (c, ...)] B` as a union of the two sides' columns picked
+        by name: those named in BY, in that order, or else the left side's columns that the right
+        side also has, in the left side's order (SQL standard, as RisingWave does)."""
+        left, right = self.output_names(query.this), self.output_names(query.expression)
+        subject = f" in {self.obj!r}" if self.obj else ""
+        by = [c.name for c in query.args.get("on") or []]
+        if by:
+            for name in by:
+                if name not in left or name not in right:
+                    raise ProgrammingError(
+                        f"column {name!r} in CORRESPONDING BY{subject} is not an output column of both sides of the UNION "
+                        f"(left: {', '.join(left)}; right: {', '.join(right)}){self.where(query)}")
+            if len(set(by)) != len(by):
+                raise ProgrammingError(f"CORRESPONDING BY{subject} names a column twice{self.where(query)}")
+            names = by
+        else:
+            names = [n for n in left if n in right]
+            if not names:
+                raise ProgrammingError(
+                    f"UNION CORRESPONDING{subject}: the two sides have no output column name in common "
+                    f"(left: {', '.join(left)}; right: {', '.join(right)}){self.where(query)}")
+        for side, outputs in (("left", left), ("right", right)):
+            twice = sorted({n for n in names if outputs.count(n) > 1})
+            if twice:
+                raise ProgrammingError(f"UNION CORRESPONDING{subject}: the {side} side has two output columns named "
+                                       f"{twice[0]!r}{self.where(query)}")
+
+        def pick(side: exp.Expression, alias: str) -> exp.Select:
+            return exp.select(*[exp.column(n, table=alias, quoted=True) for n in names]).from_(
+                exp.Subquery(this=side.copy(), alias=exp.TableAlias(this=exp.to_identifier(alias))))
+
+        out = exp.union(pick(query.this, "_rw_a"), pick(query.expression, "_rw_b"),
+                        distinct=bool(query.args.get("distinct")))
+        for key in ("order", "limit", "offset"):
+            if query.args.get(key) is not None:
+                out.set(key, query.args[key].copy())
+        return out
+
     def plan_union(self, query: exp.Union) -> tuple[Node, list[str]]:
-        for u in query.find_all(exp.Union):
-            if u.args.get("by_name") or u.args.get("on"):
-                raise self.refuse("UNION ... CORRESPONDING / BY NAME", u)
+        if query.args.get("by_name"):
+            if query.args.get("kind") != "INNER":  # DuckDB's BY NAME: every column, NULL where a side lacks it
+                raise self.refuse("UNION ... BY NAME", query)
+            return self.plan_query(self.corresponding_as_select_lists(query))
         parts = []
 
         def flatten(q):
             if isinstance(q, exp.Union) and not q.args.get("distinct") and not q.args.get("order") \
-                    and not q.args.get("limit"):
+                    and not q.args.get("limit") and not q.args.get("by_name"):
                 flatten(q.this)
                 flatten(q.expression)
             else:
