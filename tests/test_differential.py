@@ -33,6 +33,8 @@ LINEAR_AND_AGGREGATES = {
     "global_agg": "SELECT count(*) AS n, sum(v) AS sv, max(v) AS mx, min(s) AS ms FROM t1",
     "distinct_rows": "SELECT DISTINCT k, s FROM t1",
     "subquery": "SELECT k, total FROM (SELECT k, sum(v) AS total FROM t1 GROUP BY k) sub WHERE total > 5",
+    "renamed_subquery": "SELECT a, x.v * 2 AS w, y.b, y.s FROM (SELECT k, v, id FROM t1) AS x (a) "
+                        "JOIN t1 AS y (b) ON x.id = y.b",
     "group_expr": "SELECT v % 3 AS m, sum(k) AS sk, count(*) AS n FROM t1 WHERE v IS NOT NULL GROUP BY v % 3",
     "agg_filter": "SELECT k, count(*) FILTER (WHERE v > 3) AS big, sum(v) FILTER (WHERE s IS NOT NULL) AS sv, "
                   "max(v) FILTER (WHERE v < 8) AS mx, count(DISTINCT s) FILTER (WHERE v % 2 = 0) AS ds "

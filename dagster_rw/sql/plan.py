@@ -18,6 +18,12 @@ class Col:
     hidden: bool = False
 
 
+# the alias of `SELECT * FROM (query) AS _rw_view_columns(a, b)`, which names a view's outputs
+# from the column list after its name (`CREATE MATERIALIZED VIEW v (a, b) AS query`): exactly as
+# many names as the query has outputs
+VIEW_COLUMNS = "_rw_view_columns"
+
+
 def cname(i: int) -> str:
     return f"c{i}"
 

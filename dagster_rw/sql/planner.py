@@ -15,6 +15,7 @@ from .. import types as sqltypes
 from ..engine.duck import DuckEngine, quote
 from ..errors import ProgrammingError, unsupported
 from .plan import (
+    VIEW_COLUMNS,
     Agg,
     Aggregate,
     Col,
@@ -293,6 +294,21 @@ class Planner:
                 out.set(key, query.args[key].copy())
         return out
 
+    def check_column_aliases(self, item: exp.Expression, available: int) -> None:
+        """A column alias list (`AS x (a, b)`) names at most as many columns as the relation has
+        (PostgreSQL), and a view's column list exactly as many as its query returns."""
+        alias = item.args["alias"]
+        given = len(alias.columns)
+        if alias.name == VIEW_COLUMNS:
+            if given != available:
+                subject = f" of {self.obj!r}" if self.obj else ""
+                raise ProgrammingError(f"the column list{subject} names {given} columns but its query returns "
+                                       f"{available}{self.where(item)}")
+        elif given > available:
+            subject = f"in {self.obj!r}: " if self.obj else ""
+            raise ProgrammingError(f'{subject}table "{alias.name}" has {available} columns available but {given} '
+                                   f"columns specified{self.where(item)}")
+
     def plan_union(self, query: exp.Union) -> tuple[Node, list[str]]:
         if query.args.get("by_name"):
             if query.args.get("kind") != "INNER":  # DuckDB's BY NAME: every column, NULL where a side lacks it
@@ -463,6 +479,7 @@ class Planner:
             names = [c.name for c in obj.columns]
             if col_alias is not None and col_alias.columns:
                 vis = [i for i, c in enumerate(obj.columns) if not c.hidden]
+                self.check_column_aliases(item, len(vis))
                 for j, ident in enumerate(col_alias.columns):
                     names[vis[j]] = ident.name
             entries = [Entry(alias, n, i, group) for i, n in enumerate(names) if not obj.columns[i].hidden]
@@ -474,6 +491,10 @@ class Planner:
             self.inputs.extend(i for i in sub.inputs if i not in self.inputs)
             self.window_maps.update(sub.window_maps)
             alias = item.alias_or_name or None
+            col_alias = item.args.get("alias")
+            if col_alias is not None and col_alias.columns:  # AS x (a, b): the first outputs renamed
+                self.check_column_aliases(item, len(names))
+                names = [i.name for i in col_alias.columns] + list(names[len(col_alias.columns):])
             return node, self.scope_of(node, names, alias, group)
         if isinstance(item, (exp.Unnest, exp.Lateral)):
             raise self.refuse(type(item).__name__.upper(), item)

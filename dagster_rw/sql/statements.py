@@ -16,6 +16,7 @@ from sqlglot.tokens import TokenType
 
 from .. import types as sqltypes
 from ..errors import ProgrammingError, unsupported
+from .plan import VIEW_COLUMNS
 from ..storage.catalog import Column
 
 DIALECT = "risingwave"
@@ -261,7 +262,10 @@ def _rename_outputs(sql: str, query: exp.Expression, names: list[str]) -> exp.Ex
     if not isinstance(query, exp.Select) or any(isinstance(e, exp.Star) or
                                                 (isinstance(e, exp.Column) and isinstance(e.this, exp.Star))
                                                 for e in query.expressions):
-        raise unsupported("a column list after the view name with SELECT * or a set operation", sql, query)
+        # the outputs are known once planned: name them there (the planner checks the count)
+        alias = exp.TableAlias(this=exp.to_identifier(VIEW_COLUMNS),
+                               columns=[exp.to_identifier(n) for n in names])
+        return exp.select(exp.Star()).from_(exp.Subquery(this=query.copy(), alias=alias))
     if len(names) != len(query.expressions):
         raise ProgrammingError(
             f"the view's column list names {len(names)} columns but its query returns {len(query.expressions)}")
