@@ -16,8 +16,8 @@ from sqlglot.tokens import TokenType
 
 from .. import types as sqltypes
 from ..errors import ProgrammingError, unsupported
-from .plan import VIEW_COLUMNS
 from ..storage.catalog import Column
+from .plan import VIEW_COLUMNS
 
 DIALECT = "risingwave"
 _DIALECT = RisingWave()
