@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from .. import types as sqltypes
 from ..engine.duck import quote
 from ..errors import OperationalError
-from ..sql.plan import cname
+from ..sql.plan import ORDERED_AGGS, cname
 from ..storage import sst_cache
 from ..storage.count_table import CountTable
 from .base import DELETED, Operator, W, col_list, consolidate, consolidate_sql, null_safe_eq
@@ -55,6 +55,8 @@ class AggregateOp(Operator):
                 cols.append((f"n{i}", "bigint"))
             elif a.func in MINPUT:
                 cols.append((f"m{i}", out_type))
+            elif a.func in ORDERED_AGGS:
+                cols.append((f"r{i}", out_type))
         return cols
 
     def state_tables(self):
@@ -63,7 +65,12 @@ class AggregateOp(Operator):
         tables = {"acc": (self.groups, pa.schema(
             gfields + [pa.field(n, sqltypes.arrow_type(t)) for n, t in self.acc_columns()]))}
         for i, a in enumerate(node.aggs):
-            if a.func in MINPUT or a.distinct:
+            if a.func in ORDERED_AGGS:
+                fields = [pa.field(n, sqltypes.arrow_type(node.child.columns[c].type))
+                          for n, c in self.ordered_inputs(a)]
+                tables[f"ocount{i}"] = (self.groups + [f.name for f in fields], pa.schema(
+                    gfields + fields + [pa.field("cnt", pa.int64())]), CountTable)
+            elif a.func in MINPUT or a.distinct:
                 vtype = sqltypes.arrow_type(node.child.columns[a.arg].type)
                 tables[f"vcount{i}"] = (self.groups + ["v"], pa.schema(
                     gfields + [pa.field("v", vtype), pa.field("cnt", pa.int64())]), CountTable)
@@ -78,7 +85,7 @@ class AggregateOp(Operator):
         group_by = f" GROUP BY {g}" if self.groups else ""
         parts = [f"CAST(coalesce(sum({W}), 0) AS BIGINT) AS dcnt"]
         for i, a in enumerate(node.aggs):
-            if a.distinct or a.func in MINPUT or a.func == "count_star":
+            if a.distinct or a.func in MINPUT or a.func in ORDERED_AGGS or a.func == "count_star":
                 continue
             x = quote(cname(a.arg))
             if a.func in ("sum", "avg"):
@@ -95,7 +102,10 @@ class AggregateOp(Operator):
         rels = {"dg": dg, "o": old}
         joins = [f"LEFT JOIN o ON {null_safe_eq(self.groups, self.groups, 'dg', 'o')}"]
         for i, a in enumerate(node.aggs):
-            if a.distinct:
+            if a.func in ORDERED_AGGS:
+                rels[f"q{i}"] = self.ordered_step(i, d)
+                joins.append(f"LEFT JOIN q{i} ON {null_safe_eq(self.groups, self.groups, 'dg', f'q{i}')}")
+            elif a.distinct:
                 rels[f"m{i}"] = self.minput_step(i, d, old)
                 joins.append(f"LEFT JOIN m{i} ON {null_safe_eq(self.groups, self.groups, 'dg', f'm{i}')}")
             elif a.func in MINPUT:
@@ -110,6 +120,8 @@ class AggregateOp(Operator):
                 new_cols.append(f"CASE WHEN dg.ds{i} IS NULL THEN o.s{i} WHEN o.s{i} IS NULL THEN dg.ds{i} "
                                 f"ELSE o.s{i} + dg.ds{i} END AS s{i}")
                 new_cols.append(f"CAST(coalesce(o.n{i}, 0) + dg.dn{i} AS BIGINT) AS n{i}")
+            elif a.func in ORDERED_AGGS:  # a touched group's result is recomputed from its rows
+                new_cols.append(f"CASE WHEN q{i}.g_touched IS NULL THEN o.r{i} ELSE q{i}.res END AS r{i}")
             elif a.func == "count" and not a.distinct:
                 new_cols.append(f"CAST(coalesce(o.n{i}, 0) + dg.dn{i} AS BIGINT) AS n{i}")
             elif a.distinct:
@@ -159,7 +171,7 @@ class AggregateOp(Operator):
             return None  # a global aggregate has its one row even over no input: SQL's GROUP BY ()
         acc_types = dict(self.acc_columns())
         linear = [(i, a) for i, a in enumerate(self.node.aggs)
-                  if not (a.distinct or a.func in MINPUT or a.func == "count_star")]
+                  if not (a.distinct or a.func in MINPUT or a.func in ORDERED_AGGS or a.func == "count_star")]
         for i, a in linear:
             t = d.schema.field(cname(a.arg)).type
             if not (pa.types.is_integer(t) and t.bit_width <= 32) or acc_types.get(f"s{i}", "bigint") != "bigint":
@@ -202,6 +214,8 @@ class AggregateOp(Operator):
             t = sqltypes.duckdb_type(self.node.columns[self.ng + i].type)
             if a.func == "count_star":
                 e = f"{p}cnt"
+            elif a.func in ORDERED_AGGS:
+                e = f"{p}r{i}"
             elif a.func == "count" or a.distinct:
                 e = f"coalesce({p}n{i}, 0)"
             elif a.func == "sum":
@@ -364,6 +378,78 @@ class AggregateOp(Operator):
                               "ins_best": ins_best, "lost": pa.array(lost),
                               "g_touched": pa.array(np.ones(len(gstarts), bool))})
         return dm, per_group
+
+    # -- STRING_AGG, FIRST_VALUE, LAST_VALUE -------------------------------------------------------
+    @staticmethod
+    def ordered_inputs(a) -> list[tuple[str, int]]:
+        """An ordered aggregate's state columns and the child columns they hold: the ORDER BY keys
+        (o0, o1, ...), the argument (v) and STRING_AGG's delimiter (sep)."""
+        return ([(f"o{j}", c) for j, (c, _, _) in enumerate(a.order)] + [("v", a.arg)]
+                + [(f"x{j}", c) for j, c in enumerate(a.extra)])
+
+    def ordered_step(self, i: int, d):
+        """Write the changes of aggregate i's row counts per (group, order keys, arguments) and
+        return, per touched group, its result recomputed from the group's rows (`res`, and
+        `g_touched`). A group's rows are its slice of the sorted state plus this step's changes."""
+        a = self.node.aggs[i]
+        counts = self.state(f"ocount{i}")
+        inputs = self.ordered_inputs(a)
+        names = self.groups + [n for n, _ in inputs]
+        sources = [quote(g) for g in self.groups] + [quote(cname(c)) for _, c in inputs]
+        where = f" WHERE {quote(cname(a.arg))} IS NOT NULL" if a.func == "string_agg" else ""  # NULLs are skipped
+        dm = self.sql(
+            f"SELECT {', '.join(f'{s} AS {quote(n)}' for s, n in zip(sources, names))}, "
+            f"CAST(sum({W}) AS BIGINT) AS cnt FROM d{where} GROUP BY {', '.join(sources)} HAVING sum({W}) <> 0",
+            d=d)
+        if self.groups:
+            touched = self.engine.to_arrow(self.sql(f"SELECT DISTINCT {col_list(self.groups)} FROM dm", dm=dm))
+            old = counts.lookup(touched, self.groups) if touched.num_rows else counts.schema.empty_table()
+        else:
+            touched = pa.table({"one": pa.array([1] * min(1, self.engine.num_rows(dm)), pa.int8())}).select([])
+            old = counts.read_all()
+        if isinstance(dm, pa.Table):
+            counts.stage(dm.append_column(DELETED, pa.array(np.zeros(dm.num_rows, bool))))
+        else:
+            counts.stage(self.sql(f"SELECT *, false AS {DELETED} FROM dm", dm=dm))
+        keys = col_list(names)
+        rows = self.engine.to_arrow(self.sql(
+            f"SELECT {keys}, CAST(sum(cnt) AS BIGINT) AS cnt FROM (SELECT {keys}, cnt FROM o UNION ALL "
+            f"SELECT {keys}, cnt FROM dm) u GROUP BY {keys} HAVING sum(cnt) > 0", o=old, dm=dm))
+        return self.ordered_results(a, rows, touched)
+
+    def ordered_results(self, a, rows: pa.Table, touched: pa.Table) -> pa.Table:
+        """Per touched group, the ordered aggregate over its rows (each repeated by its count)."""
+        order = [(g, "ascending") for g in self.groups]
+        for j, (_, desc, nulls_first) in enumerate(a.order):
+            rows = rows.append_column(f"_null{j}", pc.is_null(rows.column(f"o{j}")))
+            order += [(f"_null{j}", "descending" if nulls_first else "ascending"),
+                      (f"o{j}", "descending" if desc else "ascending")]
+        order += [(n, "ascending") for n in ["v"] + [f"x{j}" for j in range(len(a.extra))]]  # ties: any fixed order
+        rows = rows.take(pc.sort_indices(rows, sort_keys=order))
+        per_group: dict[tuple, list] = {}
+        groups = [rows.column(g).to_pylist() for g in self.groups]
+        values, counts = rows.column("v").to_pylist(), rows.column("cnt").to_pylist()
+        seps = rows.column("x0").to_pylist() if a.extra else [None] * rows.num_rows
+        for r in range(rows.num_rows):
+            key = tuple(g[r] for g in groups)
+            repeat = 1 if a.distinct else counts[r]
+            per_group.setdefault(key, []).extend([(values[r], seps[r])] * repeat)
+        results = []
+        for key in zip(*[touched.column(g).to_pylist() for g in self.groups]) if self.groups else \
+                [()] * touched.num_rows:
+            items = per_group.get(key)
+            if not items:
+                results.append(None)
+            elif a.func == "first_value":
+                results.append(items[0][0])
+            elif a.func == "last_value":
+                results.append(items[-1][0])
+            else:  # each value after the first is preceded by its own row's delimiter (none when NULL)
+                results.append(items[0][0] + "".join((sep or "") + v for v, sep in items[1:]))
+        out_type = sqltypes.arrow_type(self.node.columns[self.ng + self.node.aggs.index(a)].type)
+        return pa.table({**{g: touched.column(g) for g in self.groups},
+                         "res": pa.array(results, out_type),
+                         "g_touched": pa.array(np.ones(len(results), bool))})
 
     def value_type(self, a) -> str:
         return sqltypes.duckdb_type(self.node.child.columns[a.arg].type)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from .plan import Aggregate, Join, LookupJoin, Map, Node, OverWindow, Scan, TopN, UnionAll, WindowCloseAggregate, cname
+from .plan import ORDERED_AGGS, Aggregate, Join, LookupJoin, Map, Node, OverWindow, Scan, TopN, UnionAll, WindowCloseAggregate, cname
 
 
 def _named(e: exp.Expression, columns) -> str:
@@ -48,13 +48,13 @@ def _describe(node: Node) -> tuple[str, str]:
                 "the rows of open windows (dropped when the window is emitted) and the open windows")
     if isinstance(node, Aggregate):
         group = _names(node.child, node.group)
-        aggs = ", ".join(
-            f"{'count' if a.func == 'count_star' else a.func}({'distinct ' if a.distinct else ''}{node.child.columns[a.arg].name if a.arg is not None else '*'})"
-            for a in node.aggs)
+        aggs = ", ".join(_agg_text(node.child, a) for a in node.aggs)
         kind = "StreamSimpleAgg" if node.is_global else "StreamHashAgg"
         state = f"per-group accumulators by {group}"
-        if any(a.func in ("min", "max") or a.distinct for a in node.aggs):
+        if any(a.func in ("min", "max") or a.distinct for a in node.aggs if a.func not in ORDERED_AGGS):
             state += "; value counts per (group, value) for MIN/MAX/COUNT DISTINCT"
+        if any(a.func in ORDERED_AGGS for a in node.aggs):
+            state += "; row counts per (group, order key, arguments) for STRING_AGG/FIRST_VALUE/LAST_VALUE"
         return f"{kind} {{ group: {group}, aggs: [{aggs}] }}", state
     if isinstance(node, UnionAll):
         return f"StreamUnion {{ inputs: {len(node.inputs)}, all: true }}", "none"
@@ -91,3 +91,10 @@ def explain(root: Node) -> list[str]:
 
     visit(root, 0)
     return lines
+
+
+def _agg_text(child: Node, a) -> str:
+    args = [child.columns[a.arg].name if a.arg is not None else "*"] + [child.columns[x].name for x in a.extra]
+    order = ", ".join(f"{child.columns[o].name}{' DESC' if desc else ''}" for o, desc, _ in a.order)
+    return (f"{'count' if a.func == 'count_star' else a.func}({'distinct ' if a.distinct else ''}{', '.join(args)}"
+            f"{' ORDER BY ' + order if order else ''})")

@@ -15,6 +15,7 @@ from .. import types as sqltypes
 from ..engine.duck import DuckEngine, quote
 from ..errors import ProgrammingError, unsupported
 from .plan import (
+    ORDERED_AGGS,
     VIEW_COLUMNS,
     Agg,
     Aggregate,
@@ -34,7 +35,8 @@ from .plan import (
 )
 from .semantics import typed_expression
 
-AGG_FUNCS = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max"}
+AGG_FUNCS = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max",
+             exp.GroupConcat: "string_agg", exp.FirstValue: "first_value", exp.LastValue: "last_value"}
 WINDOW_FUNCS = {exp.RowNumber: "row_number", exp.Rank: "rank", exp.DenseRank: "dense_rank"}
 _INT_TYPES = ("smallint", "integer", "bigint")
 
@@ -146,6 +148,9 @@ class Planner:
         bad = [a for a in node.aggs if a.distinct and a.func != "count"]
         if bad:
             raise self.refuse(f"{bad[0].func}(DISTINCT ...) with EMIT ON WINDOW CLOSE", query)
+        bad = [a for a in node.aggs if a.func in ORDERED_AGGS]
+        if bad:
+            raise self.refuse(f"{bad[0].func.upper()}(...) with EMIT ON WINDOW CLOSE", query)
         for g in node.group:
             origin = self.window_origin(node.child, g)
             if origin is not None:
@@ -921,22 +926,35 @@ class Planner:
         for call in calls:
             func, arg, distinct = self.agg_parts(call)
             bound_arg = self.bind(arg, scope) if arg is not None else None
-            if bound_arg is not None and _find_aggs(bound_arg):
-                raise ProgrammingError(f"aggregate function calls cannot be nested{self.where(call)}")
-            k = f"{func}|{distinct}|{bound_arg.sql() if bound_arg is not None else '*'}"
+            extra, order = self.agg_extra(call, scope)
+            for e in [bound_arg] + extra + [o for o, _, _ in order]:
+                if e is not None and _find_aggs(e):
+                    raise ProgrammingError(f"aggregate function calls cannot be nested{self.where(call)}")
+            k = self.agg_key(call, scope)
             if k in agg_keys:
                 continue
             agg_keys.append(k)
             if bound_arg is not None:
                 pre_exprs.append(bound_arg)
-                aggs.append(Agg(func, len(pre_exprs) - 1, distinct))
+                arg_at = len(pre_exprs) - 1
+                extra_at = []
+                for e in extra:
+                    pre_exprs.append(e)
+                    extra_at.append(len(pre_exprs) - 1)
+                order_at = []
+                for e, desc, nulls_first in order:
+                    pre_exprs.append(e)
+                    order_at.append((len(pre_exprs) - 1, desc, nulls_first))
+                aggs.append(Agg(func, arg_at, distinct, extra_at, order_at))
             else:
                 aggs.append(Agg("count_star", None, False))
         arg_texts = []
         for call in calls:
             func, arg, _ = self.agg_parts(call)
-            if arg is not None and arg.sql(dialect="postgres") not in arg_texts:
-                arg_texts.append(arg.sql(dialect="postgres"))
+            extra, order = self.agg_parts_extra(call)
+            for e in ([arg] if arg is not None else []) + extra + [o for o, _, _ in order]:
+                if e.sql(dialect="postgres") not in arg_texts:
+                    arg_texts.append(e.sql(dialect="postgres"))
         pre_names = [g.sql(dialect="postgres") for g in group_exprs] + \
             (arg_texts if len(arg_texts) == len(pre_exprs) - len(bound_groups)
              else [f"_rw_a{i}" for i in range(len(pre_exprs) - len(bound_groups))])
@@ -947,7 +965,10 @@ class Planner:
         for i, a in enumerate(aggs):
             arg = pre.columns[a.arg].name if a.arg is not None else "*"
             func = "count" if a.func == "count_star" else a.func
-            cols.append(Col(f"{func}({'distinct ' if a.distinct else ''}{arg})", self.agg_type(a, pre)))
+            more = "".join(f", {pre.columns[x].name}" for x in a.extra)
+            order = ", ".join(f"{pre.columns[o].name}{' DESC' if desc else ''}" for o, desc, _ in a.order)
+            cols.append(Col(f"{func}({'distinct ' if a.distinct else ''}{arg}{more}"
+                            f"{' ORDER BY ' + order if order else ''})", self.agg_type(a, pre)))
         agg_node = Aggregate(columns=cols, stream_key=list(range(ng)), child=pre, group=list(range(ng)), aggs=aggs)
 
         # rewrite the outer expressions over the aggregate's output
@@ -956,10 +977,7 @@ class Planner:
         def over_agg(e: exp.Expression) -> exp.Expression:
             def rewrite(n):
                 if type(n) in AGG_FUNCS:
-                    func, arg, distinct = self.agg_parts(n)
-                    barg = self.bind(arg, scope) if arg is not None else None
-                    k = f"{func}|{distinct}|{barg.sql() if barg is not None else '*'}"
-                    return exp.column(cname(ng + agg_keys.index(k)))
+                    return exp.column(cname(ng + agg_keys.index(self.agg_key(n, scope))))
                 if isinstance(n, exp.Expression) and not isinstance(n, (exp.Literal, exp.Star)):
                     try:
                         s = self.bind(n, scope).sql()
@@ -986,9 +1004,47 @@ class Planner:
         node = self.project(agg_node, out_exprs, names, extra=extra, where=cond)
         return node, names
 
+    def agg_key(self, call: exp.Expression, scope: Scope) -> str:
+        """One aggregate call's identity: calls with equal keys are computed once."""
+        func, arg, distinct = self.agg_parts(call)
+        extra, order = self.agg_extra(call, scope)
+        parts = [func, str(distinct), self.bind(arg, scope).sql() if arg is not None else "*"]
+        parts += [e.sql() for e in extra] + [f"{o.sql()} {desc} {nulls_first}" for o, desc, nulls_first in order]
+        return "|".join(parts)
+
+    def agg_parts_extra(self, call: exp.Expression):
+        """An ordered aggregate's further arguments and ORDER BY items [(expression, desc, nulls
+        first)], unbound; ([], []) for the others."""
+        if type(call) not in (exp.GroupConcat, exp.FirstValue, exp.LastValue):
+            return [], []
+        extra = []
+        if isinstance(call, exp.GroupConcat):
+            sep = call.args.get("separator")
+            if sep is None:
+                raise ProgrammingError(f"function string_agg requires a delimiter argument{self.where(call)}")
+            extra.append(sep)
+        order = []
+        if isinstance(call.this, exp.Order):
+            for o in call.this.expressions:
+                desc = bool(o.args.get("desc"))
+                nulls_first = o.args.get("nulls_first")
+                order.append((o.this, desc, desc if nulls_first is None else bool(nulls_first)))
+        return extra, order
+
+    def agg_extra(self, call: exp.Expression, scope: Scope):
+        """agg_parts_extra's expressions bound over the scope."""
+        extra, order = self.agg_parts_extra(call)
+        return [self.bind(e, scope) for e in extra], [(self.bind(o, scope), d, n) for o, d, n in order]
+
     def agg_parts(self, call: exp.Expression):
         func = AGG_FUNCS[type(call)]
         arg = call.this
+        if isinstance(arg, exp.Order):  # an ordered aggregate's ORDER BY: see agg_parts_extra
+            if func not in ORDERED_AGGS:
+                raise self.refuse(f"ORDER BY inside {func.upper()}(...)", call)
+            arg = arg.this
+        elif func in ("first_value", "last_value"):
+            raise self.refuse(f"{func.upper()}(...) without ORDER BY (its result would be arbitrary)", call)
         distinct = False
         if isinstance(arg, exp.Distinct):
             if len(arg.expressions) != 1:
@@ -1001,7 +1057,12 @@ class Planner:
             return "count_star", None, False
         if distinct and func in ("min", "max"):
             distinct = False  # MIN/MAX of distinct values is the same value
-        if distinct and func != "count":
+        if distinct and func == "string_agg":
+            extra, order = self.agg_parts_extra(call)
+            if not isinstance(extra[0], exp.Literal) or any(o.sql() != arg.sql() for o, _, _ in order):
+                raise self.refuse("STRING_AGG(DISTINCT ...) with a delimiter that is not a constant, or ordered "
+                                  "by anything but its argument", call)
+        elif distinct and func != "count":
             raise self.refuse(f"{func.upper()}(DISTINCT ...)", call)
         return func, arg, distinct
 
@@ -1026,6 +1087,18 @@ class Planner:
             if t in _INT_TYPES or t.startswith("numeric") or t in ("real", "double precision"):
                 return "double precision"
             raise self.refuse(f"AVG over {t}")
+        if a.func in ORDERED_AGGS:
+            for o, _, _ in a.order:
+                if pre.columns[o].type == "interval":
+                    raise self.refuse(f"{a.func.upper()}(... ORDER BY an interval)")
+            if a.func == "string_agg":
+                for c in [a.arg] + a.extra:
+                    if pre.columns[c].type != "varchar":
+                        raise ProgrammingError(
+                            f"function string_agg({pre.columns[a.arg].type}, {pre.columns[a.extra[0]].type}) "
+                            "does not exist: both arguments must be text (cast them with ::varchar)")
+                return "varchar"
+            return t
         raise self.refuse(a.func)
 
     # -- DISTINCT, ORDER BY, LIMIT -------------------------------------------------------------
@@ -1160,13 +1233,16 @@ def aggregate_filters_as_case(query: exp.Expression) -> exp.Expression:
                 and isinstance(node.expression, exp.Where)):
             return node
         agg, cond = node.this.copy(), node.expression.this
-        arg = agg.this
+        if isinstance(agg, (exp.FirstValue, exp.LastValue)):
+            return node  # NULL is a value to these: refused as a FILTER below
+        holder = agg.this if isinstance(agg.this, exp.Order) else agg  # an ordered aggregate's argument
+        arg = holder.this
         if isinstance(arg, exp.Star):
             agg.set("this", when(cond, exp.Literal.number(1)))
         elif isinstance(arg, exp.Distinct):
             arg.set("expressions", [when(cond, e) for e in arg.expressions])
         else:
-            agg.set("this", when(cond, arg))
+            holder.set("this", when(cond, arg))
         return agg
 
     return query.transform(rewrite)

@@ -73,8 +73,8 @@ class CountTable(StateTable):
                 for c in self.counts:
                     summed = np.add.reduceat(rows.column(c).to_numpy()[order], starts)
                     single = single.append_column(c, pa.array(summed, self.schema.field(c).type))
-            else:
-                single = self.engine.sql(self._merged(""), rw_state=rows)
+            else:  # keys that do not code as integers (NULLs, strings): the engine adds them up
+                single = self.engine.to_arrow(self.engine.sql(self._merged(""), rw_state=rows))
                 return single.select(self.columns).cast(self.schema)
         nonzero = None
         for c in self.counts:
