@@ -263,7 +263,10 @@ def sort_indices(table: pa.Table, keys: list[str], last: str | None = None):
                 order[swap], order[swap + 1] = order[swap + 1], order[swap].copy()
                 return order
     spec = [(k, "ascending") for k in keys] + ([(last, "ascending")] if last else [])
-    return pc.sort_indices(table, spec, null_placement="at_start")
+    try:  # NULLs first, per key (pyarrow 25 and later; the option for all keys at once is deprecated)
+        return pc.sort_indices(table, sort_keys=[(k, order, "at_start") for k, order in spec])
+    except (TypeError, ValueError, pa.ArrowInvalid):
+        return pc.sort_indices(table, spec, null_placement="at_start")
 
 
 def usable_prefix(schema: pa.Schema, on: list[str]) -> list[str]:
