@@ -405,7 +405,7 @@ class AggregateOp(Operator):
             touched = self.engine.to_arrow(self.sql(f"SELECT DISTINCT {col_list(self.groups)} FROM dm", dm=dm))
             old = counts.lookup(touched, self.groups) if touched.num_rows else counts.schema.empty_table()
         else:
-            touched = pa.table({"one": pa.array([1] * min(1, self.engine.num_rows(dm)), pa.int8())}).select([])
+            touched = pa.table({"one": pa.array([1] if self.engine.num_rows(dm) else [], pa.int8())})  # the one group, if touched
             old = counts.read_all()
         if isinstance(dm, pa.Table):
             counts.stage(dm.append_column(DELETED, pa.array(np.zeros(dm.num_rows, bool))))
@@ -415,10 +415,11 @@ class AggregateOp(Operator):
         rows = self.engine.to_arrow(self.sql(
             f"SELECT {keys}, CAST(sum(cnt) AS BIGINT) AS cnt FROM (SELECT {keys}, cnt FROM o UNION ALL "
             f"SELECT {keys}, cnt FROM dm) u GROUP BY {keys} HAVING sum(cnt) > 0", o=old, dm=dm))
-        return self.ordered_results(a, rows, touched)
+        return self.ordered_results(i, rows, touched)
 
-    def ordered_results(self, a, rows: pa.Table, touched: pa.Table) -> pa.Table:
+    def ordered_results(self, i: int, rows: pa.Table, touched: pa.Table) -> pa.Table:
         """Per touched group, the ordered aggregate over its rows (each repeated by its count)."""
+        a = self.node.aggs[i]
         order = [(g, "ascending") for g in self.groups]
         for j, (_, desc, nulls_first) in enumerate(a.order):
             rows = rows.append_column(f"_null{j}", pc.is_null(rows.column(f"o{j}")))
@@ -446,7 +447,7 @@ class AggregateOp(Operator):
                 results.append(items[-1][0])
             else:  # each value after the first is preceded by its own row's delimiter (none when NULL)
                 results.append(items[0][0] + "".join((sep or "") + v for v, sep in items[1:]))
-        out_type = sqltypes.arrow_type(self.node.columns[self.ng + self.node.aggs.index(a)].type)
+        out_type = sqltypes.arrow_type(self.node.columns[self.ng + i].type)
         return pa.table({**{g: touched.column(g) for g in self.groups},
                          "res": pa.array(results, out_type),
                          "g_touched": pa.array(np.ones(len(results), bool))})

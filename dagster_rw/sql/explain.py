@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from .plan import ORDERED_AGGS, Aggregate, Join, LookupJoin, Map, Node, OverWindow, Scan, TopN, UnionAll, WindowCloseAggregate, cname
+from .plan import ORDERED_AGGS, Aggregate, agg_text, Join, LookupJoin, Map, Node, OverWindow, Scan, TopN, UnionAll, WindowCloseAggregate, cname
 
 
 def _named(e: exp.Expression, columns) -> str:
@@ -48,7 +48,7 @@ def _describe(node: Node) -> tuple[str, str]:
                 "the rows of open windows (dropped when the window is emitted) and the open windows")
     if isinstance(node, Aggregate):
         group = _names(node.child, node.group)
-        aggs = ", ".join(_agg_text(node.child, a) for a in node.aggs)
+        aggs = ", ".join(agg_text(node.child, a) for a in node.aggs)
         kind = "StreamSimpleAgg" if node.is_global else "StreamHashAgg"
         state = f"per-group accumulators by {group}"
         if any(a.func in ("min", "max") or a.distinct for a in node.aggs if a.func not in ORDERED_AGGS):
@@ -92,9 +92,3 @@ def explain(root: Node) -> list[str]:
     visit(root, 0)
     return lines
 
-
-def _agg_text(child: Node, a) -> str:
-    args = [child.columns[a.arg].name if a.arg is not None else "*"] + [child.columns[x].name for x in a.extra]
-    order = ", ".join(f"{child.columns[o].name}{' DESC' if desc else ''}" for o, desc, _ in a.order)
-    return (f"{'count' if a.func == 'count_star' else a.func}({'distinct ' if a.distinct else ''}{', '.join(args)}"
-            f"{' ORDER BY ' + order if order else ''})")

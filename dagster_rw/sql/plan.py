@@ -103,6 +103,15 @@ class Agg:
 ORDERED_AGGS = ("string_agg", "first_value", "last_value")  # results that depend on the order of the input
 
 
+def agg_text(child: Node, a: Agg) -> str:
+    """An aggregate call as text over its input's column names: count(distinct x), or
+    string_agg(s, sep ORDER BY k DESC)."""
+    args = [child.columns[a.arg].name if a.arg is not None else "*"] + [child.columns[x].name for x in a.extra]
+    order = ", ".join(f"{child.columns[o].name}{' DESC' if desc else ''}" for o, desc, _ in a.order)
+    return (f"{'count' if a.func == 'count_star' else a.func}({'distinct ' if a.distinct else ''}{', '.join(args)}"
+            f"{' ORDER BY ' + order if order else ''})")
+
+
 @dataclass(eq=False)
 class Aggregate(Node):
     """GROUP BY (or a global aggregate when `group` is empty); output = group columns then aggregates."""

@@ -30,6 +30,7 @@ from .plan import (
     TopN,
     UnionAll,
     WindowCloseAggregate,
+    agg_text,
     cname,
     number_nodes,
 )
@@ -962,13 +963,8 @@ class Planner:
             Map(columns=[], stream_key=[], child=node, exprs=[])
         ng = len(bound_groups)
         cols = [Col(pre.columns[i].name, pre.columns[i].type) for i in range(ng)]
-        for i, a in enumerate(aggs):
-            arg = pre.columns[a.arg].name if a.arg is not None else "*"
-            func = "count" if a.func == "count_star" else a.func
-            more = "".join(f", {pre.columns[x].name}" for x in a.extra)
-            order = ", ".join(f"{pre.columns[o].name}{' DESC' if desc else ''}" for o, desc, _ in a.order)
-            cols.append(Col(f"{func}({'distinct ' if a.distinct else ''}{arg}{more}"
-                            f"{' ORDER BY ' + order if order else ''})", self.agg_type(a, pre)))
+        for a in aggs:
+            cols.append(Col(agg_text(pre, a), self.agg_type(a, pre)))
         agg_node = Aggregate(columns=cols, stream_key=list(range(ng)), child=pre, group=list(range(ng)), aggs=aggs)
 
         # rewrite the outer expressions over the aggregate's output
