@@ -232,6 +232,41 @@ ORDERED_AGGREGATES = {
     "string_agg_nopk": "SELECT k, string_agg(CAST(v AS VARCHAR), '+' ORDER BY v NULLS FIRST) AS vs FROM t3 GROUP BY k",
 }
 
+# a comparison with a relation of at most one row (dynamic filters): rows cross the threshold
+# whenever the other table's aggregate moves, and back
+DYNAMIC_FILTERS = {
+    "df_scalar_max": "SELECT id, v FROM t1 WHERE v > (SELECT max(w) FROM t2)",
+    "df_comma_min": "SELECT t1.id, t1.s FROM t1, (SELECT min(w) AS m FROM t2) b WHERE t1.v <= b.m AND t1.k > 0",
+    "df_top1_expression": "SELECT id, k FROM t1 WHERE k + v >= (SELECT w FROM t2 ORDER BY w DESC NULLS LAST, id LIMIT 1)",
+    "df_double_agg": "SELECT k, count(*) AS n FROM t1 WHERE v < (SELECT avg(d) FROM t2) GROUP BY k",
+    "df_numeric": "SELECT id FROM t1 WHERE (SELECT sum(d) FROM t2) > v",  # NUMERIC: the state is read by SQL
+    "df_nopk_count": "SELECT k, v FROM t3 WHERE v >= (SELECT count(*) FROM t1)",
+}
+
+# the one-row sides move often: t2's values change by small steps, up and down, and rows of t2
+# come and go (an empty t2 lets no row through); the views exist before most changes
+threshold_moves = st.one_of(
+    st.tuples(st.just("insert"), st.just("t1"), t1_rows()),
+    st.tuples(st.just("insert"), st.just("t2"), t2_rows()),
+    st.tuples(st.just("insert"), st.just("t3"), t3_rows()),
+    st.tuples(st.just("sql"), st.sampled_from([
+        "UPDATE t2 SET w = w + {n} - 2 WHERE id = {m}", "UPDATE t2 SET d = d - {n} WHERE k = {n}",
+        "DELETE FROM t2 WHERE id = {m}", "DELETE FROM t2 WHERE w > {n}", "UPDATE t1 SET v = v - 1 WHERE k = {n}",
+        "DELETE FROM t1 WHERE id = {m}", "DELETE FROM t3 WHERE v = {n}",
+    ]), st.tuples(small, st.integers(0, 12))),
+    st.just(("flush",)),
+    st.just(("flush",)),
+)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
+@given(ops=st.lists(threshold_moves, min_size=4, max_size=16),
+       create_at=st.lists(st.sampled_from([0, 0, 0, 3, 8]), min_size=len(DYNAMIC_FILTERS),
+                          max_size=len(DYNAMIC_FILTERS)))
+def test_dynamic_filter_views_match_duckdb(tmp_path_factory, ops, create_at):
+    run_workload(str(tmp_path_factory.mktemp("wh")), DYNAMIC_FILTERS, ops, create_at)
+
+
 test_linear_and_aggregate_views_match_duckdb = _workload_test(LINEAR_AND_AGGREGATES)
 test_ordered_aggregate_views_match_duckdb = _workload_test(ORDERED_AGGREGATES)
 test_join_views_match_duckdb = _workload_test(JOINS)

@@ -66,6 +66,14 @@ def test_state_table_reads_and_lookups_match_a_dict_model(tmp_path_factory, data
             found = ENGINE.to_arrow(table.lookup(keys, on)).to_pylist()
             assert {(r["k1"], r["k2"]): r["v"] for r in found} == expect
             assert len(found) == len(expect)
+        # a range of the first key column (dynamic filters), by binary search and by query
+        lo, hi = data.draw(st.one_of(st.none(), strategy)), data.draw(st.one_of(st.none(), strategy))
+        expect = {k: v for k, v in model.items() if k[0] is not None
+                  and (lo is None or k[0] >= lo) and (hi is None or k[0] <= hi)}
+        for rows in (table.range(lo, hi), table.range_by_query(lo, hi)):
+            found = ENGINE.to_arrow(rows).to_pylist()
+            assert {(r["k1"], r["k2"]): r["v"] for r in found} == expect
+            assert len(found) == len(expect)
     sst_cache.clear()
     assert {(r["k1"], r["k2"]): r["v"] for r in ENGINE.to_arrow(table.read_all()).to_pylist()} == model
 

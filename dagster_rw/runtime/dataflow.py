@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..operators.aggregate import AggregateOp
+from ..operators.dynamic_filter import DynamicFilterOp
 from ..operators.join import InnerJoinOp
 from ..operators.lookup_join import LookupJoinOp
 from ..operators.map import MapOp
@@ -13,6 +14,7 @@ from ..operators.union import UnionAllOp
 from ..operators.window_close_aggregate import WindowCloseAggregateOp
 from ..sql.plan import (
     Aggregate,
+    DynamicFilter,
     Join,
     LookupJoin,
     Map,
@@ -32,6 +34,8 @@ def operator_for(node: Node, ctx):
         return MapOp(node, ctx)
     if isinstance(node, LookupJoin):
         return LookupJoinOp(node, ctx)
+    if isinstance(node, DynamicFilter):
+        return DynamicFilterOp(node, ctx)
     if isinstance(node, Join):
         return InnerJoinOp(node, ctx) if node.kind == "inner" else OuterJoinOp(node, ctx)
     if isinstance(node, WindowCloseAggregate):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from .plan import ORDERED_AGGS, Aggregate, agg_text, Join, LookupJoin, Map, Node, OverWindow, Scan, TopN, UnionAll, WindowCloseAggregate, cname
+from .plan import ORDERED_AGGS, Aggregate, agg_text, DynamicFilter, Join, LookupJoin, Map, Node, OverWindow, Scan, TopN, UnionAll, WindowCloseAggregate, cname
 
 
 def _named(e: exp.Expression, columns) -> str:
@@ -22,6 +22,13 @@ def _names(node: Node, idx: list[int]) -> str:
     return "[" + ", ".join(node.columns[i].name for i in idx) + "]"
 
 
+def _column_text(node: Node, i: int) -> str:
+    """A column by name, or by its expression when a projection computed it as a hidden column."""
+    if isinstance(node, Map) and (node.columns[i].hidden or node.columns[i].name.startswith("_rw_")):
+        return _named(node.exprs[i], node.child.columns)
+    return node.columns[i].name
+
+
 def _describe(node: Node) -> tuple[str, str]:
     if isinstance(node, Scan):
         return f"StreamScan {{ source: {node.source} }}", "none (reads the source's change log)"
@@ -35,6 +42,10 @@ def _describe(node: Node) -> tuple[str, str]:
         rk = _names(node.right, node.right_keys)
         return (f"StreamTemporalJoin {{ type: {node.kind}, on: {lk} = {rk}, dimension: {node.dimension} }}",
                 f"none (looks up {node.dimension}'s committed rows by {rk})")
+    if isinstance(node, DynamicFilter):
+        col = _column_text(node.left, node.column)
+        return (f"StreamDynamicFilter {{ condition: {col} {node.op} {_column_text(node.right, 0)} }}",
+                f"left rows by [{col}] + stream key; the right side's current row")
     if isinstance(node, Join):
         lk = _names(node.left, node.left_keys)
         rk = _names(node.right, node.right_keys)

@@ -91,6 +91,23 @@ class LookupJoin(Join):
     dimension: str = ""
 
 
+@dataclass(eq=False)
+class DynamicFilter(Node):
+    """The rows of `left` whose column `column` compares (`op`: >, >=, < or <=) with the current
+    value of `right`, a relation of at most one row (a global aggregate or a top-1) whose column 0
+    holds that value, of the same type: `WHERE v > (SELECT max(x) FROM t)`. No row, or a NULL
+    value, lets no row through. Output: the left's columns; stream key: the left's."""
+
+    left: Node | None = None
+    right: Node | None = None
+    column: int = 0
+    op: str = ">"
+
+    @property
+    def children(self):
+        return [self.left, self.right]
+
+
 @dataclass
 class Agg:
     func: str  # count_star, count, sum, avg, min, max, string_agg, first_value, last_value

@@ -20,6 +20,7 @@ from .plan import (
     Agg,
     Aggregate,
     Col,
+    DynamicFilter,
     Join,
     LookupJoin,
     Map,
@@ -55,7 +56,8 @@ class Scope:
         self.entries = entries
 
     def shifted(self, by: int) -> Scope:
-        return Scope([Entry(e.alias, e.name, e.index + by, e.group) for e in self.entries])
+        return Scope([e if isinstance(e, _OneRowSide) else Entry(e.alias, e.name, e.index + by, e.group)
+                      for e in self.entries])
 
     def resolve(self, col: exp.Column, ctx: Planner) -> Entry:
         name = col.name
@@ -71,6 +73,9 @@ class Scope:
             raise ProgrammingError(f'column "{label}" does not exist{ctx.where(col)}')
         if len(found) > 1:
             raise ProgrammingError(f'column reference "{name}" is ambiguous{ctx.where(col)}')
+        if isinstance(found[0], _OneRowSide):
+            raise ctx.refuse(f'the column "{name}" of the one-row side of a dynamic filter outside its '
+                             "comparison (a change of that row would change every output row)", col)
         return found[0]
 
 
@@ -375,6 +380,7 @@ class Planner:
         if not q.args.get("from_"):
             raise self.refuse("a materialized view without FROM", q)
         conjuncts = list(_conjuncts(q.args["where"].this)) if q.args.get("where") else []
+        q, conjuncts = self.scalar_subqueries(q, conjuncts)
         node, scope, conjuncts = self.plan_from(q, conjuncts)
         if conjuncts:
             cond = exp.and_(*[self.bind(c, scope) for c in conjuncts]) if len(conjuncts) > 1 \
@@ -404,6 +410,35 @@ class Planner:
         if q.args.get("distinct"):
             node = self.distinct(node, len(names), names)
         return self.order_limit(node, names, q, select_items)
+
+    def scalar_subqueries(self, q: exp.Select, conjuncts: list) -> tuple[exp.Select, list]:
+        """`x > (SELECT max(y) FROM u)` in WHERE (also >=, <, <=, =): the subquery becomes one
+        more FROM item, compared by column, so a dynamic filter (or, for =, a join) maintains it.
+        The subquery must return one column and at most one row whatever its input."""
+        found = False
+        out = []
+        for c in conjuncts:
+            if isinstance(c, (exp.GT, exp.GTE, exp.LT, exp.LTE, exp.EQ)):
+                for side in ("this", "expression"):
+                    sub = c.args.get(side)
+                    if not isinstance(sub, exp.Subquery) or not isinstance(sub.this, exp.Select):
+                        continue
+                    if len(sub.this.expressions) != 1 or isinstance(sub.this.expressions[0], exp.Star):
+                        raise ProgrammingError(f"subquery must return only one column{self.where(sub)}")
+                    probe = Planner(self.resolve_object, self.sql, self.obj, self.engine)
+                    probe.ctes = dict(self.ctes)
+                    if not _at_most_one_row(probe.plan_query(sub.this)[0]):
+                        raise self.refuse("a scalar subquery that may return more than one row (one that "
+                                          "aggregates without GROUP BY, or has LIMIT 1, can be maintained)", sub)
+                    if not found:
+                        q, found = q.copy(), True
+                    alias = f"_rw_scalar{len(q.args.get('joins') or [])}"
+                    q.append("joins", exp.Join(this=exp.Subquery(this=sub.this.copy(), alias=exp.TableAlias(
+                        this=exp.to_identifier(alias), columns=[exp.to_identifier("value")]))))
+                    c = c.copy()
+                    c.set(side, exp.column("value", alias))
+            out.append(c)
+        return q, out
 
     # -- FROM and joins ------------------------------------------------------------------------
     def plan_from(self, q: exp.Select, conjuncts: list) -> tuple[Node, Scope, list]:
@@ -445,9 +480,66 @@ class Planner:
                     placed = True
                     break
             if not placed:
-                raise self.refuse("a join without an equality condition between its inputs (cross join)",
-                                  q.args["from_"])
+                found = self.dynamic_filter(node, scope, remaining, conjuncts)
+                if found is None:
+                    raise self.refuse("a join without an equality condition between its inputs (cross join)",
+                                      q.args["from_"])
+                node, scope, conjuncts = found
         return node, scope, conjuncts
+
+    def dynamic_filter(self, node: Node, scope: Scope, remaining: list, conjuncts: list):
+        """A comma join with a relation of at most one row, compared by <, <=, > or >= (a dynamic
+        filter, `t, (SELECT max(x) AS m FROM u) s WHERE t.v > s.m`): the planned filter, the scope
+        (the one-row side's columns usable in that comparison alone) and the conjuncts left; None
+        when no remaining input fits. One of `remaining` is taken out."""
+        flips = {exp.GT: exp.LT, exp.GTE: exp.LTE, exp.LT: exp.GT, exp.LTE: exp.GTE}
+        ops = {exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<="}
+        for gi, (gnode, gscope) in enumerate(remaining):
+            sides = []
+            if _at_most_one_row(gnode):
+                sides.append((node, scope, gnode, gscope))
+            if _at_most_one_row(node):
+                sides.append((gnode, gscope, node, scope))
+            for big, bscope, small, sscope in sides:
+                for c in conjuncts:
+                    if type(c) not in ops:
+                        continue
+                    kind = type(c)
+                    if _resolves(self, c.this, bscope) and _resolves(self, c.expression, sscope):
+                        a, b = c.this, c.expression
+                    elif _resolves(self, c.expression, bscope) and _resolves(self, c.this, sscope):
+                        a, b, kind = c.expression, c.this, flips[kind]
+                    else:
+                        continue
+                    remaining.pop(gi)
+                    rest = [x for x in conjuncts if x is not c]
+                    return self.make_dynamic_filter(big, bscope, small, sscope, a, b, ops[kind], c) + (rest,)
+        return None
+
+    def make_dynamic_filter(self, big: Node, bscope: Scope, small: Node, sscope: Scope,
+                            a: exp.Expression, b: exp.Expression, op: str, cond) -> tuple[Node, Scope]:
+        left_expr, right_expr = self.bind(a, bscope), self.bind(b, sscope)
+        lt = self.describe(big, [typed_expression(left_expr, {cname(i): c.type for i, c in enumerate(big.columns)})], None)[0]
+        rt = self.describe(small, [typed_expression(right_expr, {cname(i): c.type for i, c in enumerate(small.columns)})], None)[0]
+        common = lt
+        if lt != rt:
+            try:
+                common = sqltypes.from_duckdb(self.engine.describe(
+                    f"SELECT CASE WHEN true THEN CAST(NULL AS {sqltypes.duckdb_type(lt)}) "
+                    f"ELSE CAST(NULL AS {sqltypes.duckdb_type(rt)}) END AS v")[0][1])
+            except ProgrammingError:
+                raise self.refuse(f"comparing {lt} with {rt} in a dynamic filter", cond) from None
+        if lt == common and isinstance(left_expr, exp.Column):
+            left, column = big, int(left_expr.name[1:])
+        else:
+            cast = left_expr if lt == common else exp.cast(left_expr, sqltypes.duckdb_type(common), dialect="duckdb")
+            left, column = self.with_columns(big, [cast]), len(big.columns)
+        value = right_expr if rt == common else exp.cast(right_expr, sqltypes.duckdb_type(common), dialect="duckdb")
+        right = self.project(small, [value], ["_rw_bound"])
+        node = DynamicFilter(columns=[Col(c.name, c.type, c.hidden) for c in left.columns],
+                             stream_key=list(left.stream_key), left=left, right=right, column=column, op=op)
+        entries = list(bscope.entries) + [_OneRowSide(e) for e in sscope.entries]
+        return node, Scope(entries)
 
     def plan_item(self, item: exp.Expression) -> tuple[Node, Scope]:
         self._group_counter += 1
@@ -773,7 +865,8 @@ class Planner:
         cols = [Col(n, t, h) for n, t, h in zip(names, types, hidden)]
         # a pure filter keeps the child's stream key positions
         key = list(child.stream_key) if all(
-            isinstance(e, exp.Column) and e.name == cname(i) for i, e in enumerate(exprs)) else []
+            isinstance(e, exp.Column) and e.name == cname(i) for i, e in enumerate(exprs)) and all(
+            k < len(exprs) for k in child.stream_key) else []
         return Map(columns=cols, stream_key=key, child=child, exprs=exprs, where=where)
 
     def project(self, child: Node, exprs, names, extra=None, where=None) -> Map:
@@ -1149,6 +1242,25 @@ class _AliasOnly(Entry):
 
     def __init__(self, e: Entry):
         super().__init__(e.alias, e.name, e.index, e.group)
+
+
+class _OneRowSide(Entry):
+    """A column of the one-row side of a dynamic filter: usable in the filter's comparison only."""
+
+    def __init__(self, e: Entry):
+        super().__init__(e.alias, e.name, -1, e.group)
+
+
+def _at_most_one_row(node: Node) -> bool:
+    """Whether `node` holds at most one row whatever its input: a global aggregate (exactly one),
+    a top-1, or a filter or projection of one of those."""
+    if isinstance(node, Map):
+        return _at_most_one_row(node.child)
+    if isinstance(node, Aggregate) and not isinstance(node, WindowCloseAggregate):
+        return node.is_global
+    if isinstance(node, TopN):
+        return node.limit <= 1
+    return False
 
 
 def _resolves(planner: Planner, e: exp.Expression, scope: Scope) -> bool:

@@ -357,6 +357,27 @@ def rows_matching(path: str, cols: list[str], wanted: np.ndarray, want_null: boo
     return table.take(pa.array(np.concatenate(parts)))
 
 
+def rows_in_range(path: str, col: str, lo, hi) -> pa.Table | None:
+    """The rows of one file sorted by `col` (its first key column) whose `col` lies in [lo, hi]
+    (None: unbounded on that side; NULLs never), by two binary searches; None when the column
+    cannot be searched."""
+    f = _file(path)
+    t = f.table.schema.field(col).type
+    if not _searchable(t):
+        return None
+    idx = _index(f, (col,))
+    if idx is None:
+        return None
+    nulls, keys = idx
+
+    def code(value):
+        return _encode([pa.array([value], t)])[0]
+
+    start = 0 if lo is None else int(np.searchsorted(keys, code(lo), "left"))
+    end = len(keys) if hi is None else int(np.searchsorted(keys, code(hi), "right"))
+    return f.table.slice(nulls + start, max(0, end - start))
+
+
 def positions(path: str, cols: list[str], needles: np.ndarray):
     """Where each needle (key codes, in any order, repeats allowed) sits in one sorted file whose
     primary key is `cols`: (the file's rows, row positions, found mask); None when the file's key

@@ -92,6 +92,36 @@ class StateTable:
         where = "" if exact else f"EXISTS (SELECT 1 FROM rw_keys WHERE {cond})"
         return self.engine.sql(self._merged(where), rw_state=candidates, rw_keys=keys)
 
+    def range(self, lo, hi):
+        """Live rows whose first key column lies in [lo, hi] (Python values of its type; None:
+        unbounded on that side; a NULL key never): a binary search of each sorted file in-process,
+        else a filtered read (row groups outside the range are skipped by their statistics)."""
+        col = self.pk[0]
+        if not self.files:
+            return self.schema.empty_table()
+        if isinstance(self.engine, DuckEngine):
+            full = self._scan().schema
+            parts = []
+            for f in self.files:
+                rows = sst_cache.rows_in_range(self.store.local_path(f.key), col, lo, hi)
+                if rows is None:
+                    break
+                parts.append(rows.select(full.names).cast(full))
+            else:
+                candidates = pa.concat_tables(parts)
+                return self.engine.sql(self._merged(""), rw_state=candidates)
+        return self.range_by_query(lo, hi)
+
+    def range_by_query(self, lo, hi):
+        """range() as one query over the files (for types a binary search cannot use, and on Spark)."""
+        col = self.pk[0]
+        field = self.schema.field(col)
+        bounds = pa.table({"lo": pa.array([lo], field.type), "hi": pa.array([hi], field.type)})
+        q = quote(col)
+        where = (f"{q} IS NOT NULL AND ((SELECT lo FROM rw_bounds) IS NULL OR {q} >= (SELECT lo FROM rw_bounds)) "
+                 f"AND ((SELECT hi FROM rw_bounds) IS NULL OR {q} <= (SELECT hi FROM rw_bounds))")
+        return self.engine.sql(self._merged(where), rw_state=self._scan(), rw_bounds=bounds)
+
     def _lookup_unique(self, wanted, want_null: bool, full: pa.Schema):
         """Lookup by the whole primary key: search the files newest first; a key found (live or a
         tombstone) is not searched for in older files, so no merge of versions is needed."""
