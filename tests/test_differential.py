@@ -259,7 +259,7 @@ threshold_moves = st.one_of(
 )
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
 @given(ops=st.lists(threshold_moves, min_size=4, max_size=16),
        create_at=st.lists(st.sampled_from([0, 0, 0, 3, 8]), min_size=len(DYNAMIC_FILTERS),
                           max_size=len(DYNAMIC_FILTERS)))

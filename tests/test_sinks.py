@@ -305,9 +305,11 @@ def test_sink_into_a_table_stages_upserts_and_deletes_by_its_key(conn):
     conn.execute("UPDATE orders SET item_id = 2 WHERE id = 101")
     conn.execute("UPDATE orders SET item_id = 3 WHERE id = 101")
     conn.execute("DELETE FROM orders WHERE id = 102")
-    conn.execute("FLUSH")  # the sink stages; its rows are sealed by the next barrier
-    conn.execute("FLUSH")
+    conn.execute("CREATE MATERIALIZED VIEW latest_qty AS SELECT sum(qty) AS total FROM latest")
+    conn.execute("FLUSH")  # the sink stages its rows; the same FLUSH seals and applies them, downstream too
     assert conn.execute("SELECT id, name, qty, note FROM latest").fetchall() == [(101, "pad", 5, None)]
+    assert conn.execute("SELECT total FROM latest_qty").fetchall() == [(5,)]
+    conn.execute("DROP MATERIALIZED VIEW latest_qty")
     with pytest.raises(IntegrityError, match="copy"):
         conn.execute("DROP TABLE latest")
     conn.execute("CREATE TABLE loop_back (id INT PRIMARY KEY, qty INT)")

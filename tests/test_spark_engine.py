@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 from oracle import Oracle, assert_same
 from test_differential import (
+    DYNAMIC_FILTERS,
     JOINS,
     LINEAR_AND_AGGREGATES,
     ORDERED_AGGREGATES,
@@ -18,8 +19,10 @@ import dagster_rw
 pytestmark = pytest.mark.spark
 
 VIEWS = {
-    "group_agg": LINEAR_AND_AGGREGATES["group_agg"],
-    "distinct_count_having": LINEAR_AND_AGGREGATES["distinct_count_having"],
+    # group_agg and distinct_count_having of test_differential in one view (each view costs Spark jobs)
+    "group_agg_distinct_having": "SELECT k, count(*) AS n, sum(v) AS sv, min(v) AS mn, max(v) AS mx, "
+                                 "count(v) AS cv, avg(v) AS av, count(DISTINCT v) AS dv, max(s) AS ms "
+                                 "FROM t1 GROUP BY k HAVING count(*) > 1 OR max(v) > 5",
     "global_agg": LINEAR_AND_AGGREGATES["global_agg"],
     "join_agg": JOINS["join_agg"],
     "full_join_residual": JOINS["full_join_residual"],
@@ -27,6 +30,7 @@ VIEWS = {
     "union_all": SETS_TOPN_NOPK["union_all"],
     "row_number_top2": WINDOWS["row_number_top2"],
     "string_agg_groups": ORDERED_AGGREGATES["string_agg_groups"],
+    "df_scalar_max": DYNAMIC_FILTERS["df_scalar_max"],
 }
 
 STEPS = [
@@ -57,7 +61,7 @@ def test_spark_and_in_process_paths_give_the_same_views(tmp_path, spark, engine)
         else:
             conn.execute(f"INSERT INTO {what} VALUES {_values(arg)}")
             oracle.upsert(what, _values(arg))
-        if i % 2:
+        if i in (1, len(STEPS) - 1):  # first the inserts, then updates, deletes and inserts together
             conn.execute("FLUSH")
             for name in VIEWS:
                 assert_same(conn.execute(f"SELECT * FROM {name}").fetchall(),

@@ -430,6 +430,23 @@ class Warehouse:
         return step.refresh_view(self, obj, self.plan(obj))
 
     def refresh_all(self) -> int:
+        """Advance every object to the newest epoch and deliver the sinks. A sink INTO a table
+        stages its rows as that table's DML: while such sinks staged something, cut another
+        barrier and go round again, so FLUSH returns with their rows visible downstream (as in
+        RisingWave, where the sink is part of the same dataflow). Bounded by the number of such
+        sinks (a chain of sinks and tables takes one round per link; cycles are refused at CREATE)."""
+        newest = self._refresh_round()
+        into = [o for o in self.catalog().objects.values()
+                if o.kind == catalogs.SINK and (o.options or {}).get("into")]
+        for _ in into:
+            if not self.options["flush_delivers_sinks"] or not any(
+                    epochs.unsealed_counts(self.store).get(o.options["into"]) for o in into):
+                break
+            self.barrier()
+            newest = self._refresh_round()
+        return newest
+
+    def _refresh_round(self) -> int:
         newest = epochs.newest_epoch(self.store)
         self.pipelining = True
         try:

@@ -1,5 +1,6 @@
 """CREATE SINK ... INTO table: the changes are staged as DML on a dagster-rw table (upserts and
-deletes by its primary key), durable when staged and visible at the table's next barrier."""
+deletes by its primary key), durable when staged and visible at the table's next barrier (FLUSH
+cuts that barrier itself: Warehouse.refresh_all)."""
 from __future__ import annotations
 
 import pyarrow as pa
