@@ -345,7 +345,14 @@ class Cursor:
         if s.as_query is not None:
             self.conn.wh.create_view(s.name, s.sql, s.as_query, s.if_not_exists, s.emit_on_window_close, kind=TABLE)
             return
-        self.conn.wh.create_table(s.name, s.columns, s.pk, s.sql, s.append_only, s.if_not_exists)
+        options = {}
+        if s.watermark is not None:  # event time: EMIT ON WINDOW CLOSE views close windows by it
+            from .sources.spec import watermark_delay
+
+            column, expression = s.watermark
+            options = {"watermark_column": column,
+                       "watermark_delay_us": watermark_delay(s.name, s.sql, column, expression, s.columns)}
+        self.conn.wh.create_table(s.name, s.columns, s.pk, s.sql, s.append_only, s.if_not_exists, options)
 
     def _do_createsource(self, s: st.CreateSource):
         self.conn.wh.create_source(s)

@@ -12,6 +12,7 @@ from ..operators.scan import ScanOp
 from ..operators.top_n import TopNOp
 from ..operators.union import UnionAllOp
 from ..operators.window_close_aggregate import WindowCloseAggregateOp
+from ..operators.window_close_filter import WindowCloseFilterOp
 from ..sql.plan import (
     Aggregate,
     DynamicFilter,
@@ -24,6 +25,7 @@ from ..sql.plan import (
     TopN,
     UnionAll,
     WindowCloseAggregate,
+    WindowCloseFilter,
 )
 
 
@@ -40,6 +42,8 @@ def operator_for(node: Node, ctx):
         return InnerJoinOp(node, ctx) if node.kind == "inner" else OuterJoinOp(node, ctx)
     if isinstance(node, WindowCloseAggregate):
         return WindowCloseAggregateOp(node, ctx)
+    if isinstance(node, WindowCloseFilter):
+        return WindowCloseFilterOp(node, ctx)
     if isinstance(node, Aggregate):
         return AggregateOp(node, ctx)
     if isinstance(node, UnionAll):

@@ -7,7 +7,9 @@ step leaves only unreferenced files behind.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
+import types
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -195,7 +197,20 @@ def refresh_table(wh, obj: CatalogObject) -> int:
     ctx.rows_in = ctx.engine.num_rows(delta) if delta is not None else 0
     if delta is None:
         delta = ctx.engine.from_arrow(changelog_schema(obj).empty_table())
+    if obj.options.get("watermark_column"):
+        m = _with_watermark(ctx.engine, obj, m, delta, target)
     return _commit_output(wh, obj, m, ctx, delta, committed, target, t0, defer=wh.pipelining, writes=writes)
+
+
+def _with_watermark(engine, obj: CatalogObject, m: Manifest, delta, target: int) -> Manifest:
+    """A table with WATERMARK FOR: its manifest's watermark after this step (the newest event
+    time inserted, minus the delay, never moving back), recorded per epoch as a source's is."""
+    from .ingest import _advance_watermark
+
+    col = obj.options["watermark_column"]
+    top = engine.to_arrow(engine.sql(f"SELECT max({quote(col)}) AS {quote(col)} FROM d WHERE {W} > 0", d=delta))
+    spec = types.SimpleNamespace(watermark_column=col, watermark_delay_us=obj.options["watermark_delay_us"])
+    return dataclasses.replace(m, positions={**m.positions, **_advance_watermark(spec, m.positions, top, target)})
 
 
 def _input_rows(wh, obj: CatalogObject, m: Manifest, backfill: bool, target: int) -> int:

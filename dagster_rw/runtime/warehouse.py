@@ -176,7 +176,7 @@ class Warehouse:
 
     # -- DDL -----------------------------------------------------------------------------------
     def create_table(self, name: str, columns: list[Column], pk: list[str], sql: str, append_only: bool,
-                     if_not_exists: bool = False) -> bool:
+                     if_not_exists: bool = False, options: dict | None = None) -> bool:
         cat = self.catalog(reload=True)
         if name in cat.objects:
             if if_not_exists:
@@ -189,7 +189,7 @@ class Warehouse:
             stream_key = [ROW_ID]
         created = epochs.newest_epoch(self.store)
         obj = CatalogObject(name=name, kind=TABLE, sql=sql, columns=cols, pk=list(pk), stream_key=stream_key,
-                            created_epoch=created, append_only=append_only)
+                            created_epoch=created, append_only=append_only, options=dict(options or {}))
         objects = dict(cat.objects)
         objects[name] = obj
         self._clear_leftovers(name)

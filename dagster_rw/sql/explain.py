@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from .plan import ORDERED_AGGS, Aggregate, agg_text, DynamicFilter, Join, LookupJoin, Map, Node, OverWindow, Scan, TopN, UnionAll, WindowCloseAggregate, cname
+from .plan import ORDERED_AGGS, Aggregate, agg_text, DynamicFilter, Join, LookupJoin, Map, Node, OverWindow, Scan, TopN, UnionAll, WindowCloseAggregate, WindowCloseFilter, cname
 
 
 def _named(e: exp.Expression, columns) -> str:
@@ -57,6 +57,9 @@ def _describe(node: Node) -> tuple[str, str]:
         return (f"StreamEowcAggregate {{ group: {group}, window: {node.child.columns[node.window].name}, "
                 f"watermark of: {node.source} }}",
                 "the rows of open windows (dropped when the window is emitted) and the open windows")
+    if isinstance(node, WindowCloseFilter):
+        return (f"StreamEowcSort {{ event time: {node.child.columns[node.column].name}, watermark of: {node.source} }}",
+                "the rows the watermark has not passed yet, by event time (dropped when emitted)")
     if isinstance(node, Aggregate):
         group = _names(node.child, node.group)
         aggs = ", ".join(agg_text(node.child, a) for a in node.aggs)

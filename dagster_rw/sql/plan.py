@@ -161,6 +161,21 @@ class WindowCloseAggregate(Aggregate):
 
 
 @dataclass(eq=False)
+class WindowCloseFilter(Node):
+    """EMIT ON WINDOW CLOSE over rows (no aggregation): each row of the (append-only) child is
+    emitted once the watermark of `source` has passed its event time (column `column`); rows
+    that arrive behind the watermark are late and dropped. Output and stream key: the child's."""
+
+    child: Node | None = None
+    column: int = 0
+    source: str = ""
+
+    @property
+    def children(self):
+        return [self.child]
+
+
+@dataclass(eq=False)
 class UnionAll(Node):
     """Bag union; output = the visible columns, a branch number, then each branch's key columns."""
 

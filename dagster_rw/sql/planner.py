@@ -31,6 +31,7 @@ from .plan import (
     TopN,
     UnionAll,
     WindowCloseAggregate,
+    WindowCloseFilter,
     agg_text,
     cname,
     number_nodes,
@@ -106,6 +107,9 @@ class Planner:
         """Rewrite column references to the node's positional names; refuse what cannot be maintained."""
         for sub in expression.find_all(exp.Subquery, exp.Exists):
             raise self.refuse("subqueries inside expressions", sub)
+        for srf in expression.find_all(exp.Unnest, exp.Explode, exp.GenerateSeries):
+            raise self.refuse(f"the set-returning function {srf.sql(dialect='postgres')} in an expression "
+                              "(it would turn one row into several)", srf)
         for w in expression.find_all(exp.Window):
             raise self.refuse("window functions (OVER) outside the select list, or nested", w)
         for fn in expression.find_all(exp.Anonymous):
@@ -148,7 +152,13 @@ class Planner:
         while isinstance(node, Map):
             chain.append(node)
             node = node.child
-        if not isinstance(node, Aggregate) or node.is_global:
+        if not isinstance(node, Aggregate):
+            eowc = self.window_close_filter(node, query)
+            if not chain:
+                return eowc
+            chain[-1].child = eowc
+            return root
+        if node.is_global:
             raise self.refuse("EMIT ON WINDOW CLOSE on anything but GROUP BY a TUMBLE/HOP window "
                               "(filters and projections above it are fine)", query)
         bad = [a for a in node.aggs if a.distinct and a.func != "count"]
@@ -172,6 +182,21 @@ class Planner:
             return eowc
         chain[-1].child = eowc
         return root
+
+    def window_close_filter(self, node: Node, query) -> WindowCloseFilter:
+        """EMIT ON WINDOW CLOSE without GROUP BY: the rows, each emitted once the watermark passes
+        the event time it carries (a WATERMARK column of a table or source, passed through)."""
+        found = [(i, self.watermark_source(node, i)) for i in range(len(node.columns))]
+        found = [(i, src) for i, src in found if src]
+        if not found:
+            raise self.refuse("EMIT ON WINDOW CLOSE over rows without the WATERMARK column of a table or "
+                              "source (or without GROUP BY a TUMBLE/HOP window)", query)
+        if not self.append_only(node):
+            raise self.refuse("EMIT ON WINDOW CLOSE over rows that may be updated or deleted (an APPEND ONLY "
+                              "table or a source can be used)", query)
+        col, source = found[0]
+        return WindowCloseFilter(columns=list(node.columns), stream_key=list(node.stream_key), child=node,
+                                 column=col, source=source)
 
     def window_origin(self, node: Node, col: int):
         """(source, window size, is window_start) when column `col` of `node` is the start or end of
@@ -753,7 +778,7 @@ class Planner:
             return obj is not None and bool(obj.append_only)
         if isinstance(node, LookupJoin):
             return self.append_only(node.left)
-        if isinstance(node, WindowCloseAggregate):  # emits each window once, never retracts
+        if isinstance(node, (WindowCloseAggregate, WindowCloseFilter)):  # emits once, never retracts
             return True
         if isinstance(node, (Map, UnionAll)):
             return all(self.append_only(c) for c in node.children)

@@ -37,6 +37,7 @@ class CreateTable(Statement):
     if_not_exists: bool = False
     as_query: exp.Expression | None = None  # CREATE TABLE ... AS SELECT: kept fed by the query
     emit_on_window_close: bool = False
+    watermark: tuple[str, exp.Expression] | None = None  # (column, expression) of WATERMARK FOR
 
 
 @dataclass
@@ -309,7 +310,13 @@ def _parse_create_table(sql: str, words: list[str]) -> CreateTable:
     name = schema.this.name if isinstance(schema, exp.Schema) else schema.name
     columns: list[Column] = []
     pk: list[str] = []
+    watermark = None
     for item in schema.expressions if isinstance(schema, exp.Schema) else []:
+        if isinstance(item, exp.WatermarkColumnConstraint):
+            if watermark is not None:
+                raise unsupported("more than one WATERMARK", sql, item)
+            watermark = (item.this.name, item.expression)
+            continue
         if isinstance(item, exp.ColumnDef):
             cname = item.this.name
             if item.args.get("kind") is None:
@@ -335,7 +342,7 @@ def _parse_create_table(sql: str, words: list[str]) -> CreateTable:
         if k not in names:
             raise ProgrammingError(f'column "{k}" named in key does not exist in {name!r}')
     return CreateTable(sql, name=name, columns=columns, pk=pk, append_only=append_only,
-                       if_not_exists=bool(tree.args.get("exists")))
+                       if_not_exists=bool(tree.args.get("exists")), watermark=watermark)
 
 
 def _parse_create_source(sql: str, is_table: bool) -> CreateSource:
