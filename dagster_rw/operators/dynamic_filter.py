@@ -12,6 +12,7 @@ one range read of the sorted state, however large the left side is.
 from __future__ import annotations
 
 from ..engine.duck import quote
+from ..errors import DataError
 from ..sql.plan import cname
 from .base import Operator, W, col_list, consolidate_sql, row_schema, state_upsert_sql
 
@@ -44,8 +45,6 @@ class DynamicFilterOp(Operator):
             + "".join(f" AND x.{quote(k)} IS NOT DISTINCT FROM y.{quote(k)}" for k in rkey)
             + f") UNION ALL SELECT {col_list(rcols)} FROM d WHERE {W} > 0", o=old, d=dr))
         if new.num_rows > 1:
-            from ..errors import DataError
-
             raise DataError(f"{self.ctx.obj.name!r}: the one-row side of its dynamic filter holds "
                             f"{new.num_rows} rows")
         right.stage(self.sql(state_upsert_sql(rcols, rkey), d=dr))
