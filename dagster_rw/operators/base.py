@@ -170,6 +170,11 @@ def _state_writes_by_key_order(delta: pa.Table, cols: list[str], pk: list[str]) 
     return delta.select(cols).take(pa.array(order[keep])).append_column(DELETED, pa.array(~ins[keep]))
 
 
+def micros(column: str) -> str:
+    """A timestamp column (SQL) as microseconds since 1970: the unit of watermarks."""
+    return f"date_diff('microsecond', TIMESTAMP '1970-01-01 00:00:00', CAST({column} AS TIMESTAMP))"
+
+
 def render(e: exp.Expression) -> str:
     """An expression over positional columns in DuckDB's dialect (its type annotations kept)."""
     return e.sql(dialect="duckdb")

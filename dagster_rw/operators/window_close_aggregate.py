@@ -18,7 +18,7 @@ import pyarrow as pa
 from .. import types as sqltypes
 from ..engine.duck import quote
 from ..sql.plan import cname
-from .base import DELETED, Operator, W, col_list, null_safe_eq
+from .base import DELETED, Operator, W, col_list, micros, null_safe_eq
 
 CNT = "rw_cnt"
 
@@ -42,7 +42,7 @@ class WindowCloseAggregateOp(Operator):
 
     def end_micros(self, column: str) -> str:
         """The window's end as microseconds since 1970 (the unit of watermarks)."""
-        us = f"date_diff('microsecond', TIMESTAMP '1970-01-01 00:00:00', CAST({column} AS TIMESTAMP))"
+        us = micros(column)
         return f"({us} + {self.node.size_us})" if self.node.window_is_start else f"({us})"
 
     def apply(self, inputs):

@@ -13,12 +13,7 @@ import pyarrow as pa
 
 from ..engine.duck import quote
 from ..sql.plan import cname
-from .base import DELETED, Operator, W, col_list, row_schema
-
-
-def micros(column: str) -> str:
-    """A timestamp column as microseconds since 1970 (the unit of watermarks)."""
-    return f"date_diff('microsecond', TIMESTAMP '1970-01-01 00:00:00', CAST({column} AS TIMESTAMP))"
+from .base import DELETED, Operator, W, col_list, micros, row_schema
 
 
 class WindowCloseFilterOp(Operator):

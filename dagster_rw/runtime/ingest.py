@@ -216,7 +216,8 @@ def refresh_connector(wh, obj: CatalogObject) -> int:
     delta = rows.select(schema.names).cast(schema).append_column(W, pa.array(np.ones(rows.num_rows, np.int64)))
     ctx.rows_in = rows.num_rows + (errors.num_rows if errors is not None else 0)
     positions = {**m.positions, "offsets": {str(p): o for p, o in sorted(ends.items())}}
-    positions.update(_advance_watermark(spec_of(obj), m.positions, rows, target))
+    spec = spec_of(obj)
+    positions.update(advance_watermark(spec.watermark_column, spec.watermark_delay_us, m.positions, rows, target))
     nxt = dataclasses.replace(m, positions=positions)
     return step._commit_output(wh, obj, nxt, ctx, delta, committed, target, t0)
 
@@ -224,18 +225,18 @@ def refresh_connector(wh, obj: CatalogObject) -> int:
 WATERMARK_HISTORY = 256  # epochs of watermark history a source keeps for views that lag
 
 
-def _advance_watermark(spec: KafkaSourceSpec, positions: dict, rows: pa.Table, target: int) -> dict:
+def advance_watermark(column: str | None, delay_us: int, positions: dict, rows: pa.Table, target: int) -> dict:
     """The source's watermark after this step: the largest event time seen minus the delay, never
     moving back; with its history per epoch (microseconds since 1970), which views read as of
-    their own target epoch."""
-    if not spec.watermark_column:
+    their own target epoch. `column`: the WATERMARK column (None: no watermark)."""
+    if not column:
         return {}
     wm = positions.get("watermark")
     if rows.num_rows:
-        ts = rows.column(spec.watermark_column)
+        ts = rows.column(column)
         if ts.null_count < rows.num_rows:
             top = pc.max(ts.cast(pa.timestamp("us", tz=ts.type.tz)).cast(pa.int64())).as_py()
-            wm = top - spec.watermark_delay_us if wm is None else max(wm, top - spec.watermark_delay_us)
+            wm = top - delay_us if wm is None else max(wm, top - delay_us)
     history = [h for h in positions.get("watermarks", []) if h[0] < target]
     if wm is not None:
         history.append([target, wm])

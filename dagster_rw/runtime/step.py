@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-import types
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -205,12 +204,12 @@ def refresh_table(wh, obj: CatalogObject) -> int:
 def _with_watermark(engine, obj: CatalogObject, m: Manifest, delta, target: int) -> Manifest:
     """A table with WATERMARK FOR: its manifest's watermark after this step (the newest event
     time inserted, minus the delay, never moving back), recorded per epoch as a source's is."""
-    from .ingest import _advance_watermark
+    from .ingest import advance_watermark
 
     col = obj.options["watermark_column"]
     top = engine.to_arrow(engine.sql(f"SELECT max({quote(col)}) AS {quote(col)} FROM d WHERE {W} > 0", d=delta))
-    spec = types.SimpleNamespace(watermark_column=col, watermark_delay_us=obj.options["watermark_delay_us"])
-    return dataclasses.replace(m, positions={**m.positions, **_advance_watermark(spec, m.positions, top, target)})
+    advanced = advance_watermark(col, obj.options["watermark_delay_us"], m.positions, top, target)
+    return dataclasses.replace(m, positions={**m.positions, **advanced})
 
 
 def _input_rows(wh, obj: CatalogObject, m: Manifest, backfill: bool, target: int) -> int:

@@ -105,4 +105,3 @@ def explain(root: Node) -> list[str]:
 
     visit(root, 0)
     return lines
-

@@ -138,6 +138,11 @@ class Planner:
             raise ProgrammingError(f"in {self.obj!r}: {e}") from None
         return [sqltypes.from_duckdb(t) for _, t in described]
 
+    def type_of(self, node: Node, e: exp.Expression) -> str:
+        """The SQL type of one expression over the node's columns."""
+        return self.describe(node, [typed_expression(e, {cname(i): c.type for i, c in enumerate(node.columns)})],
+                             None)[0]
+
     # -- queries -------------------------------------------------------------------------------
     def plan(self, query: exp.Expression, emit_on_window_close: bool = False) -> Node:
         node, _names = self.plan_query(distinct_on_as_row_number(aggregate_filters_as_case(query)))
@@ -544,8 +549,7 @@ class Planner:
     def make_dynamic_filter(self, big: Node, bscope: Scope, small: Node, sscope: Scope,
                             a: exp.Expression, b: exp.Expression, op: str, cond) -> tuple[Node, Scope]:
         left_expr, right_expr = self.bind(a, bscope), self.bind(b, sscope)
-        lt = self.describe(big, [typed_expression(left_expr, {cname(i): c.type for i, c in enumerate(big.columns)})], None)[0]
-        rt = self.describe(small, [typed_expression(right_expr, {cname(i): c.type for i, c in enumerate(small.columns)})], None)[0]
+        lt, rt = self.type_of(big, left_expr), self.type_of(small, right_expr)
         common = lt
         if lt != rt:
             try:
