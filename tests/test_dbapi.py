@@ -127,3 +127,23 @@ def test_large_batch_reads_run_on_spark_with_the_same_answer(tmp_path, spark):
     assert on_spark.fetchall() == in_process.fetchall()
     assert [d[0] for d in on_spark.description] == [d[0] for d in in_process.description] == \
         ["g", "count", "sum", "max", "q"]
+    codes = [[d[1] for d in cur.description] for cur in (on_spark, in_process)]
+    assert [c[:2] + c[3:] for c in codes] == [["INTEGER", "BIGINT", "TIMESTAMP WITH TIME ZONE", "BIGINT"]] * 2
+    assert all(c[2].startswith("DECIMAL(") and c[2].endswith(",2)") for c in codes)  # precision is the engine's
+
+
+def test_spark_steps_keep_timestamps_without_time_zone_naive(tmp_path, spark):
+    """A TIMESTAMP column stepped and read on Spark comes back naive, as in-process; TIMESTAMPTZ UTC-aware."""
+    results = {}
+    for engine in ("spark", "duckdb"):
+        conn = dagster_rw.connect(str(tmp_path / engine), spark=spark, engine=engine)
+        conn.execute("CREATE TABLE t (id INT PRIMARY KEY, ts TIMESTAMP, tz TIMESTAMPTZ)")
+        conn.execute("CREATE MATERIALIZED VIEW v AS SELECT id, ts + INTERVAL '1 hour' AS later, tz FROM t")
+        conn.execute("INSERT INTO t VALUES (1, '2024-01-02 03:04:05', '2024-01-02 03:04:05+00'), (2, NULL, NULL)")
+        conn.execute("FLUSH")
+        cur = conn.execute("SELECT t.id, ts, later, t.tz FROM t JOIN v ON t.id = v.id ORDER BY t.id")
+        results[engine] = (cur.fetchall(), [d[1] for d in cur.description])
+    assert results["spark"] == results["duckdb"]
+    assert results["spark"][0][0] == (1, datetime.datetime(2024, 1, 2, 3, 4, 5), datetime.datetime(2024, 1, 2, 4, 4, 5),
+                                      datetime.datetime(2024, 1, 2, 3, 4, 5, tzinfo=datetime.UTC))
+    assert results["spark"][1] == ["INTEGER", "TIMESTAMP", "TIMESTAMP", "TIMESTAMP WITH TIME ZONE"]

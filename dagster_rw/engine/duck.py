@@ -64,7 +64,9 @@ class DuckEngine(Engine):
             rel = self.con.sql(query)
             if rel is None:
                 return None, []
-            return rel.description, rel.fetchall()
+            # type codes as plain strings ("INTEGER", "TIMESTAMP WITH TIME ZONE"), as the Spark path gives
+            description = [(d[0], str(d[1])) + tuple(d[2:]) for d in rel.description]
+            return description, rel.fetchall()
 
     def describe(self, query: str, **relations) -> list[tuple[str, str]]:
         """Column names and DuckDB types of a query's result, without running it over data."""

@@ -92,9 +92,11 @@ class SparkEngine(Engine):
 
     def _df(self, rel):
         if isinstance(rel, pa.Table):
+            # with the schema spelled out, a timestamp without time zone stays TIMESTAMP_NTZ
+            # (left to infer, Spark reads it as a local timestamp and hands it back UTC-aware)
             if rel.num_rows == 0:
                 return self.spark.createDataFrame([], schema=_spark_schema(rel.schema))
-            return self.spark.createDataFrame(rel)
+            return self.spark.createDataFrame(rel, schema=_spark_schema(rel.schema))
         if isinstance(rel, ParquetScan):
             if not rel.paths:
                 return self.spark.createDataFrame([], schema=_spark_schema(rel.schema))
@@ -128,7 +130,7 @@ class SparkEngine(Engine):
                 if is_utc and values[i] is not None and values[i].tzinfo is None:
                     values[i] = values[i].replace(tzinfo=datetime.UTC)
             rows.append(tuple(values))
-        description = [(f.name, f.dataType.simpleString().upper(), None, None, None, None, None) for f in fields]
+        description = [(f.name, _type_code(f.dataType), None, None, None, None, None) for f in fields]
         return description, rows
 
     def to_arrow(self, relation) -> pa.Table:
@@ -158,6 +160,18 @@ class SparkEngine(Engine):
         shutil.move(parts[0], path)
         shutil.rmtree(out, ignore_errors=True)
         return pq.ParquetFile(path).metadata.num_rows
+
+
+_TYPE_CODES = {"int": "INTEGER", "string": "VARCHAR", "timestamp": "TIMESTAMP WITH TIME ZONE",
+               "timestamp_ntz": "TIMESTAMP", "binary": "BLOB"}
+
+
+def _type_code(data_type) -> str:
+    """A column's DB-API type code, spelled as the in-process path spells it (DuckDB's type names)."""
+    name = data_type.simpleString()
+    if name.startswith("interval"):
+        return "INTERVAL"
+    return _TYPE_CODES.get(name, name.upper())
 
 
 def _spark_schema(schema: pa.Schema):
