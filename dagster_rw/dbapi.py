@@ -227,8 +227,10 @@ class Connection:
         return typed_query(query, schema).sql(dialect="duckdb")
 
     def batch_query(self, query: exp.Expression) -> exp.Expression:
-        """A SELECT as the batch engines run it: TUMBLE / HOP expanded into plain subqueries."""
+        """A SELECT as the batch engines run it: TUMBLE / HOP expanded into plain subqueries, FETCH ... WITH
+        TIES as a filter on rank()."""
         from .sql.batch_windows import expand_time_windows
+        from .sql.semantics import with_ties_as_rank
 
         def micros(e):
             if not isinstance(e, exp.Interval):
@@ -236,7 +238,7 @@ class Connection:
             return int(self.engine.sql(f"SELECT epoch_us(TIMESTAMP '1970-01-01' + {e.sql(dialect='duckdb')}) AS i")
                        .column(0)[0].as_py())
 
-        return expand_time_windows(query, self.wh.catalog().get, micros)
+        return with_ties_as_rank(expand_time_windows(query, self.wh.catalog().get, micros))
 
     def run_query(self, query: exp.Expression):
         query = self.batch_query(query)

@@ -61,6 +61,11 @@ SETS_TOPN_NOPK = {
     "union_all": "SELECT k, v FROM t1 UNION ALL SELECT k, w FROM t2",
     "top_n": "SELECT id, v FROM t1 ORDER BY v DESC, id LIMIT 3",
     "top_n_offset": "SELECT id, v FROM t1 ORDER BY v, id LIMIT 4 OFFSET 2",
+    # the first rows and every row tied with the last of them (DuckDB has no WITH TIES: rank() says it)
+    "top_n_ties": ("SELECT id, v FROM t1 ORDER BY v DESC NULLS LAST FETCH FIRST 3 ROWS WITH TIES",
+                   "SELECT id, v FROM t1 QUALIFY rank() OVER (ORDER BY v DESC NULLS LAST) <= 3"),
+    "top_n_ties_nopk": ("SELECT k, v FROM t3 ORDER BY k NULLS FIRST, v FETCH FIRST 2 ROWS WITH TIES",
+                        "SELECT k, v FROM t3 QUALIFY rank() OVER (ORDER BY k NULLS FIRST, v) <= 2"),
     "nopk_agg": "SELECT k, count(*) AS n, sum(v) AS sv FROM t3 GROUP BY k",
     "nopk_filter": "SELECT k, v FROM t3 WHERE v > 2",
     "union_distinct": "SELECT k FROM t1 UNION SELECT k FROM t3",

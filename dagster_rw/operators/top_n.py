@@ -1,9 +1,12 @@
-"""Top-N (ORDER BY ... LIMIT n OFFSET m), with ties broken by the stream key.
+"""Top-N (ORDER BY ... LIMIT n OFFSET m), with ties broken by the stream key; or, for FETCH FIRST n
+ROWS WITH TIES, the first n rows and every row tied with the n-th on the order keys.
 
 State: `input`, the child's rows sorted by the order key, and `top`, the first n+m rows. A step first
 tries to settle the new first n+m rows from the old ones plus the delta: that is exact whenever at
 least n+m of those candidates rank no lower than the old last row, since every row outside the old
-window ranks below it. Only when deletions leave the window short does it read the input state.
+window ranks below it. (With ties the old window held every row tied with its last one, so rows
+outside it rank strictly below its order keys: the same test holds with rank() on the order keys
+alone.) Only when deletions leave the window short does it read the input state.
 """
 from __future__ import annotations
 
@@ -28,13 +31,24 @@ class TopNOp(Operator):
     def key(self):
         return [cname(k) for k in self.node.stream_key]
 
-    def order_by(self, prefix: str = "") -> str:
+    def order_by(self, prefix: str = "", ties: bool = False) -> str:
+        """The ORDER BY list: the order keys, then (unless `ties`) the stream key to break ties."""
         parts = []
         for o in self.node.order:
             parts.append(f"{prefix}{quote(cname(o.column))} {'DESC' if o.desc else 'ASC'} "
                          f"NULLS {'FIRST' if o.nulls_first else 'LAST'}")
-        parts += [f"{prefix}{quote(k)} ASC NULLS FIRST" for k in self.key()]
+        if not ties:
+            parts += [f"{prefix}{quote(k)} ASC NULLS FIRST" for k in self.key()]
         return ", ".join(parts)
+
+    def first(self, rel: str, window: int) -> str:
+        """SQL for the first `window` rows of relation `rel` in order; with ties, also every row
+        tied (on the order keys) with the last of them."""
+        cols = col_list(self.cols())
+        if not self.node.with_ties:
+            return f"SELECT {cols} FROM {rel} ORDER BY {self.order_by()} LIMIT {window}"
+        return (f"SELECT {cols} FROM (SELECT {cols}, rank() OVER (ORDER BY {self.order_by(ties=True)}) AS rw_rank "
+                f"FROM {rel}) rw_r WHERE rw_rank <= {window}")
 
     def state_tables(self):
         schema = row_schema(self.node)
@@ -58,11 +72,12 @@ class TopNOp(Operator):
         new_window = None
         if old_n < window:
             # the old window held the whole input: the candidates are the whole new input
-            new_window = self.sql(f"SELECT {col_list(cols)} FROM c ORDER BY {self.order_by()} LIMIT {window}", c=cand)
+            new_window = self.sql(self.first("c", window), c=cand)
         else:
-            # how many candidates rank at or above the old window's last row?
+            # how many candidates rank at or above the old window's last row? (with ties: at or
+            # above its order keys, as the old window held every row tied with it)
             ranked = self.sql(
-                f"SELECT f, row_number() OVER (ORDER BY {self.order_by()}, f) AS rn FROM ("
+                f"SELECT f, row_number() OVER (ORDER BY {self.order_by(ties=node.with_ties)}, f) AS rn FROM ("
                 f"SELECT {col_list(cols)}, 0 AS f FROM c UNION ALL "
                 f"SELECT {col_list(cols)}, 1 AS f FROM (SELECT *, row_number() OVER (ORDER BY {self.order_by()}) "
                 f"AS last_rn FROM o) b WHERE last_rn = {window}) u",
@@ -71,15 +86,13 @@ class TopNOp(Operator):
                 self.sql("SELECT (SELECT rn FROM r WHERE f = 1) - 1 AS above FROM r LIMIT 1", r=ranked))
             above = counted.column(0)[0].as_py() if counted.num_rows else 0
             if above is not None and above >= window:
-                new_window = self.sql(
-                    f"SELECT {col_list(cols)} FROM c ORDER BY {self.order_by()} LIMIT {window}", c=cand)
+                new_window = self.sql(self.first("c", window), c=cand)
         if new_window is None:
             merged = self.sql(
                 f"SELECT {col_list(cols)} FROM i x WHERE NOT EXISTS (SELECT 1 FROM d y WHERE "
                 f"{null_safe_eq(self.key() or cols, self.key() or cols, 'x', 'y')}) UNION ALL SELECT {col_list(cols)} FROM d WHERE {W} > 0",
                 i=inp.read_all(), d=d)
-            new_window = self.sql(f"SELECT {col_list(cols)} FROM m ORDER BY {self.order_by()} LIMIT {window}",
-                                  m=merged)
+            new_window = self.sql(self.first("m", window), m=merged)
         top.stage(self.sql(
             f"SELECT {col_list(cols)}, true AS {DELETED} FROM o x WHERE NOT EXISTS (SELECT 1 FROM n y WHERE "
             f"{null_safe_eq(self.key() or cols, self.key() or cols, 'x', 'y')}) "

@@ -74,8 +74,10 @@ def _describe(node: Node) -> tuple[str, str]:
         return f"StreamUnion {{ inputs: {len(node.inputs)}, all: true }}", "none"
     if isinstance(node, TopN):
         order = ", ".join(f"{node.columns[o.column].name} {'DESC' if o.desc else 'ASC'}" for o in node.order)
-        return (f"StreamTopN {{ order: [{order}], limit: {node.limit}, offset: {node.offset} }}",
-                "input rows sorted by the order key; the current first limit+offset rows")
+        ties = ", with_ties: true" if node.with_ties else ""
+        return (f"StreamTopN {{ order: [{order}], limit: {node.limit}, offset: {node.offset}{ties} }}",
+                "input rows sorted by the order key; the current first limit+offset rows"
+                + (" and the rows tied with the last of them" if node.with_ties else ""))
     if isinstance(node, OverWindow):
         child = node.child
         part = _names(child, node.partition)

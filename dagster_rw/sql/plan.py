@@ -196,12 +196,14 @@ class OrderKey:
 
 @dataclass(eq=False)
 class TopN(Node):
-    """ORDER BY ... LIMIT n [OFFSET m]: the first rows of the child in that order (ties by stream key)."""
+    """ORDER BY ... LIMIT n [OFFSET m]: the first rows of the child in that order (ties by stream key).
+    With `with_ties` (FETCH FIRST n ROWS WITH TIES, no offset): also every row tied with the n-th."""
 
     child: Node | None = None
     order: list[OrderKey] = field(default_factory=list)
     limit: int = 0
     offset: int = 0
+    with_ties: bool = False
 
     @property
     def children(self):

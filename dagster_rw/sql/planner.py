@@ -1243,7 +1243,20 @@ class Planner:
             if offset is not None:
                 raise self.refuse("OFFSET without LIMIT", offset)
             return node, names  # ORDER BY alone does not shape a materialized view
-        lim = _int_literal(self, limit.expression if isinstance(limit, exp.Limit) else limit, "LIMIT")
+        with_ties = False
+        if isinstance(limit, exp.Fetch):  # FETCH FIRST n ROWS ONLY | WITH TIES
+            options = limit.args.get("limit_options")
+            if options is not None and options.args.get("percent"):
+                raise self.refuse("FETCH FIRST n PERCENT", limit)
+            with_ties = bool(options is not None and options.args.get("with_ties"))
+            count = limit.args.get("count")
+            lim = 1 if count is None else _int_literal(self, count, "FETCH FIRST count")
+            if with_ties and not q.args.get("order"):
+                raise ProgrammingError(f"WITH TIES cannot be specified without ORDER BY clause{self.where(limit)}")
+            if with_ties and offset is not None:
+                raise self.refuse("OFFSET with FETCH FIRST ... WITH TIES", offset)
+        else:
+            lim = _int_literal(self, limit.expression if isinstance(limit, exp.Limit) else limit, "LIMIT")
         off = _int_literal(self, offset.expression, "OFFSET") if offset is not None else 0
         order = []
         extra_pos = [i for i, c in enumerate(node.columns) if c.hidden and c.name.startswith("_rw_o")]
@@ -1262,7 +1275,7 @@ class Planner:
                     nulls_first = desc  # PostgreSQL: NULLs sort as the largest value
                 order.append(OrderKey(target, desc, bool(nulls_first)))
         top = TopN(columns=list(node.columns), stream_key=list(node.stream_key), child=node, order=order,
-                   limit=lim, offset=off)
+                   limit=lim, offset=off, with_ties=with_ties)
         return top, names
 
 
@@ -1288,7 +1301,7 @@ def _at_most_one_row(node: Node) -> bool:
     if isinstance(node, Aggregate) and not isinstance(node, WindowCloseAggregate):
         return node.is_global
     if isinstance(node, TopN):
-        return node.limit <= 1
+        return node.limit <= 1 and not node.with_ties
     return False
 
 

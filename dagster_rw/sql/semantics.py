@@ -43,3 +43,61 @@ def typed_query(query: exp.Expression, schema: dict[str, dict[str, str]]) -> exp
     except Exception:  # anything sqlglot cannot qualify runs as written
         return query
     return q
+
+
+def with_ties_as_rank(query: exp.Expression) -> exp.Expression:
+    """FETCH FIRST n ROWS WITH TIES, which DuckDB's and Spark's dialects lack, as a filter on
+    rank() over the ORDER BY: the first n rows and every row tied with the n-th.
+
+    A plain SELECT gets `QUALIFY rank() OVER (ORDER BY ...) <= n`, with ORDER BY positions and
+    output aliases replaced by the expressions they name. SELECT DISTINCT and set operations are
+    ranked after they run (QUALIFY would rank before DISTINCT), so there the ORDER BY must name
+    output columns, as PostgreSQL requires anyway."""
+    from ..errors import ProgrammingError
+
+    def rewrite(node: exp.Expression) -> exp.Expression:
+        fetch = node.args.get("limit")
+        options = fetch.args.get("limit_options") if isinstance(fetch, exp.Fetch) else None
+        if options is None or not options.args.get("with_ties"):
+            return node
+        order = node.args.get("order")
+        if order is None:
+            raise ProgrammingError("WITH TIES cannot be specified without ORDER BY clause")
+        if node.args.get("offset") is not None:
+            raise ProgrammingError("not supported: OFFSET with FETCH FIRST ... WITH TIES")
+        count = fetch.args.get("count") or exp.Literal.number(1)
+        node = node.copy()
+        node.set("limit", None)
+        wrap = not isinstance(node, exp.Select) or bool(node.args.get("distinct"))
+        outputs = node.named_selects
+        items = node.selects
+        ordered = []
+        for o in order.expressions:
+            target = o.this
+            k = None
+            if isinstance(target, exp.Literal) and not target.is_string and 1 <= int(target.name) <= len(items):
+                k = int(target.name) - 1
+            elif isinstance(target, exp.Column) and not target.table and target.name in outputs:
+                k = outputs.index(target.name)
+            elif wrap:
+                raise ProgrammingError("FETCH FIRST ... WITH TIES over SELECT DISTINCT or a set operation: "
+                                       f"ORDER BY {target.sql(dialect='postgres')} must name an output column")
+            if k is not None:
+                target = exp.column(outputs[k], quoted=True) if wrap else items[k].unalias()
+            key = o.copy()
+            key.set("this", target.copy())
+            ordered.append(key)
+        rank = exp.Window(this=exp.Anonymous(this="rank"), order=exp.Order(expressions=ordered))
+        test = exp.LTE(this=rank, expression=count.copy())
+        if wrap:
+            node.set("order", None)
+            outer = exp.select("*").from_(exp.Subquery(this=node, alias=exp.TableAlias(
+                this=exp.to_identifier("rw_ties"))))
+            outer.set("qualify", exp.Qualify(this=test))
+            outer.set("order", exp.Order(expressions=[o.copy() for o in ordered]))
+            return outer
+        qualify = node.args.get("qualify")
+        node.set("qualify", exp.Qualify(this=test if qualify is None else exp.and_(qualify.this, test)))
+        return node
+
+    return query.transform(rewrite) if query.find(exp.Fetch) else query
