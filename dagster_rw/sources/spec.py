@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from ..errors import ProgrammingError, unsupported
+from ..types import display_name, duckdb_type, from_duckdb
 from .decode import ENCODINGS, check_supported
 
 STARTUP_MODES = ("earliest", "latest")
@@ -43,6 +44,12 @@ def watermark_delay(name: str, sql: str, column: str, expression, columns) -> in
     col = next((c for c in columns if c.name == column), None)
     if col is None:
         raise ProgrammingError(f'{name!r}: the watermark column "{column}" does not exist')
+    returned = _expression_type(expression, columns)
+    if returned is not None and returned != col.type:
+        raise ProgrammingError(
+            f"{name!r}: The return value type of the watermark expression must be identical to the watermark "
+            f"column data type. Current data type of watermark return value: `{display_name(returned)}`, "
+            f"column `{display_name(col.type)}`")
     if col.type not in ("timestamp", "timestamptz"):
         raise unsupported(f"a WATERMARK on {column!r} of type {col.type} (it needs a timestamp)", sql, obj=name)
     if isinstance(expression, exp.Column) and expression.name == column:
@@ -58,6 +65,18 @@ def watermark_delay(name: str, sql: str, column: str, expression, columns) -> in
     if delay < 0:
         raise ProgrammingError(f"{name!r}: the watermark delay must not be negative")
     return delay
+
+
+def _expression_type(expression, columns) -> str | None:
+    """The SQL type a watermark expression returns over the table's columns (None: unknown)."""
+    from ..engine.duck import DuckEngine, quote
+
+    cols = ", ".join(f"CAST(NULL AS {duckdb_type(c.type)}) AS {quote(c.name)}" for c in columns)
+    try:
+        described = DuckEngine(threads=1).describe(f"SELECT {expression.sql(dialect='duckdb')} FROM (SELECT {cols}) t")
+        return from_duckdb(described[0][1])
+    except Exception:  # an expression DuckDB cannot type: the checks below name what is wrong
+        return None
 
 
 def kafka_spec(name: str, sql: str, options: dict[str, str], fmt: str, encode: str,
