@@ -27,6 +27,7 @@ VIEWS = {
     "join_agg": JOINS["join_agg"],
     "full_join_residual": JOINS["full_join_residual"],
     "top_n": SETS_TOPN_NOPK["top_n"],
+    "top_n_ties": SETS_TOPN_NOPK["top_n_ties"],
     "union_all": SETS_TOPN_NOPK["union_all"],
     "row_number_top2": WINDOWS["row_number_top2"],
     "string_agg_groups": ORDERED_AGGREGATES["string_agg_groups"],
