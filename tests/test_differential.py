@@ -246,6 +246,8 @@ DYNAMIC_FILTERS = {
     "df_double_agg": "SELECT k, count(*) AS n FROM t1 WHERE v < (SELECT avg(d) FROM t2) GROUP BY k",
     "df_numeric": "SELECT id FROM t1 WHERE (SELECT sum(d) FROM t2) > v",  # NUMERIC: the state is read by SQL
     "df_nopk_count": "SELECT k, v FROM t3 WHERE v >= (SELECT count(*) FROM t1)",
+    # a side without FROM: one constant row, emitted once
+    "df_constant": "SELECT t1.id, t1.s FROM t1, (SELECT 3 AS lim) c WHERE t1.v > c.lim",
 }
 
 # the one-row sides move often: t2's values change by small steps, up and down, and rows of t2

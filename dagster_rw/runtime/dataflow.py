@@ -11,6 +11,7 @@ from ..operators.over_window import OverWindowOp
 from ..operators.scan import ScanOp
 from ..operators.top_n import TopNOp
 from ..operators.union import UnionAllOp
+from ..operators.values import ValuesOp
 from ..operators.window_close_aggregate import WindowCloseAggregateOp
 from ..operators.window_close_filter import WindowCloseFilterOp
 from ..sql.plan import (
@@ -24,6 +25,7 @@ from ..sql.plan import (
     Scan,
     TopN,
     UnionAll,
+    Values,
     WindowCloseAggregate,
     WindowCloseFilter,
 )
@@ -32,6 +34,8 @@ from ..sql.plan import (
 def operator_for(node: Node, ctx):
     if isinstance(node, Scan):
         return ScanOp(node, ctx)
+    if isinstance(node, Values):
+        return ValuesOp(node, ctx)
     if isinstance(node, Map):
         return MapOp(node, ctx)
     if isinstance(node, LookupJoin):

@@ -140,7 +140,10 @@ class StepContext:
 
 
 def target_epoch(wh, obj: CatalogObject, committed: int) -> int:
-    """The newest epoch every input has committed and that no input's change file straddles."""
+    """The newest epoch every input has committed and that no input's change file straddles (a
+    view without inputs, over SELECT without FROM, follows the newest epoch)."""
+    if not obj.inputs:
+        return max(committed, epochs.newest_epoch(wh.store))
     inputs = [(wh.manifest(i, provisional=True), wh.catalog().get(i)) for i in obj.inputs]
     upper = min(m.epoch if m.exists else (o.created_epoch if o.kind == TABLE else 0) for m, o in inputs)
     candidates = {upper}
@@ -157,7 +160,7 @@ def refresh_view(wh, obj: CatalogObject, plan) -> int:
     m = wh.manifest(obj.name)
     backfill = not m.exists
     if backfill:
-        target = min((wh.manifest(i).epoch for i in obj.inputs), default=0)
+        target = min((wh.manifest(i).epoch for i in obj.inputs), default=obj.created_epoch)
         start = target
     else:
         target = target_epoch(wh, obj, m.epoch)

@@ -261,7 +261,7 @@ class Warehouse:
         # bring the inputs to one epoch, so the view starts from a consistent snapshot
         for upstream in self.ancestors(planner.inputs):
             self.refresh(upstream.name)
-        created = min((self.manifest(i).epoch for i in planner.inputs), default=0)
+        created = min((self.manifest(i).epoch for i in planner.inputs), default=epochs.newest_epoch(self.store))
         obj = CatalogObject(name=name, kind=kind, sql=sql, columns=columns, pk=[],
                             stream_key=stream_key, inputs=list(planner.inputs), created_epoch=created,
                             append_only=kind == TABLE, options={"as_query": True} if kind == TABLE else {})

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from .plan import ORDERED_AGGS, Aggregate, agg_text, DynamicFilter, Join, LookupJoin, Map, Node, OverWindow, Scan, TopN, UnionAll, WindowCloseAggregate, WindowCloseFilter, cname
+from .plan import ORDERED_AGGS, Aggregate, agg_text, DynamicFilter, Join, LookupJoin, Map, Node, OverWindow, Scan, TopN, UnionAll, Values, WindowCloseAggregate, WindowCloseFilter, cname
 
 
 def _named(e: exp.Expression, columns) -> str:
@@ -32,6 +32,8 @@ def _column_text(node: Node, i: int) -> str:
 def _describe(node: Node) -> tuple[str, str]:
     if isinstance(node, Scan):
         return f"StreamScan {{ source: {node.source} }}", "none (reads the source's change log)"
+    if isinstance(node, Values):
+        return "StreamValues { rows: 1 }", "none (its row is emitted once, when the view is created)"
     if isinstance(node, Map):
         what = "StreamFilter+Project" if node.where is not None else "StreamProject"
         exprs = ", ".join(_named(e, node.child.columns) for e in node.exprs)

@@ -52,6 +52,12 @@ class Scan(Node):
 
 
 @dataclass(eq=False)
+class Values(Node):
+    """One row of one hidden column, once: what a SELECT without FROM reads (PostgreSQL's Result).
+    It emits its row when the view is created and nothing after; stream key: none (one row)."""
+
+
+@dataclass(eq=False)
 class Map(Node):
     """Filter then project: stateless, applied to the delta alone."""
 

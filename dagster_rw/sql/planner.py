@@ -30,6 +30,7 @@ from .plan import (
     Scan,
     TopN,
     UnionAll,
+    Values,
     WindowCloseAggregate,
     WindowCloseFilter,
     agg_text,
@@ -112,10 +113,11 @@ class Planner:
                               "(it would turn one row into several)", srf)
         for w in expression.find_all(exp.Window):
             raise self.refuse("window functions (OVER) outside the select list, or nested", w)
-        for fn in expression.find_all(exp.Anonymous):
+        # (over no FROM an expression is evaluated once, when the view is created: any function will do)
+        for fn in expression.find_all(exp.Anonymous) if scope.entries else ():
             if fn.name.lower() in ("now", "random", "proctime", "current_timestamp", "gen_random_uuid"):
                 raise self.refuse(f"the non-deterministic function {fn.name}()", fn)
-        for fn in expression.find_all(exp.CurrentTimestamp, exp.Rand):
+        for fn in expression.find_all(exp.CurrentTimestamp, exp.Rand) if scope.entries else ():
             raise self.refuse(f"the non-deterministic function {fn.sql(dialect='postgres')}", fn)
 
         def rewrite(node):
@@ -407,11 +409,14 @@ class Planner:
                 raise self.refuse(key.upper(), q.args[key])
         if q.args.get("distinct") and q.args["distinct"].args.get("on"):
             raise self.refuse("DISTINCT ON", q.args["distinct"])
-        if not q.args.get("from_"):
-            raise self.refuse("a materialized view without FROM", q)
         conjuncts = list(_conjuncts(q.args["where"].this)) if q.args.get("where") else []
-        q, conjuncts = self.scalar_subqueries(q, conjuncts)
-        node, scope, conjuncts = self.plan_from(q, conjuncts)
+        if q.args.get("from_"):
+            q, conjuncts = self.scalar_subqueries(q, conjuncts)
+            node, scope, conjuncts = self.plan_from(q, conjuncts)
+        else:  # SELECT without FROM reads one row of no (visible) columns
+            if q.args.get("joins"):
+                raise self.refuse("a JOIN without FROM", q.args["joins"][0])
+            node, scope = Values(columns=[Col("_rw_one", "integer", True)], stream_key=[]), Scope([])
         if conjuncts:
             cond = exp.and_(*[self.bind(c, scope) for c in conjuncts]) if len(conjuncts) > 1 \
                 else self.bind(conjuncts[0], scope)
@@ -1302,7 +1307,7 @@ def _at_most_one_row(node: Node) -> bool:
         return node.is_global
     if isinstance(node, TopN):
         return node.limit <= 1 and not node.with_ties
-    return False
+    return isinstance(node, Values)
 
 
 def _resolves(planner: Planner, e: exp.Expression, scope: Scope) -> bool:
