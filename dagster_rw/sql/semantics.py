@@ -10,6 +10,8 @@ from sqlglot import exp
 from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 
+from ..errors import ProgrammingError
+
 _SCOPE = "rw_t"
 
 
@@ -53,7 +55,6 @@ def with_ties_as_rank(query: exp.Expression) -> exp.Expression:
     output aliases replaced by the expressions they name. SELECT DISTINCT and set operations are
     ranked after they run (QUALIFY would rank before DISTINCT), so there the ORDER BY must name
     output columns, as PostgreSQL requires anyway."""
-    from ..errors import ProgrammingError
 
     def rewrite(node: exp.Expression) -> exp.Expression:
         fetch = node.args.get("limit")
