@@ -28,6 +28,22 @@ def _table(schema, rows):
     return pa.Table.from_pylist(rows, schema=schema)
 
 
+def test_rows_from_reads_a_few_rows_per_file_up_to_the_nearest_unread_row(tmp_path):
+    schema = pa.schema([("k", pa.int32()), ("v", pa.int64())])
+    table = StateTable(LocalStore(str(tmp_path)), ENGINE, "state/t", ["k"], schema, [])
+    full = schema.append(pa.field(DELETED, pa.bool_()))
+    for epoch, (keys, deleted) in enumerate([(range(1, 11), False), ([5, 6, 7], False), ([3], True)], start=1):
+        table.stage(_table(full, [{"k": k, "v": 10 * epoch + k, DELETED: deleted} for k in keys]))
+        table.files = table.files + [table.flush(epoch - 1, epoch)]
+    rows, frontier = table.rows_from(1, 2)  # [1, 2] of the first file, [5, 6] of the second, [3] deleted
+    assert frontier == 2 and sorted(ENGINE.to_arrow(rows).column("k").to_pylist()) == [1, 2, 5, 6]
+    rows, frontier = table.rows_from(6, 2, descending=True)  # [5, 6] of both, [3] of the third (no more)
+    assert frontier == 5 and sorted(ENGINE.to_arrow(rows).to_pylist(), key=lambda r: r["k"]) == [
+        {"k": 5, "v": 25}, {"k": 6, "v": 26}]
+    rows, frontier = table.rows_from(1, 20)
+    assert frontier is None and sorted(ENGINE.to_arrow(rows).column("k").to_pylist()) == [1, 2, 4, 5, 6, 7, 8, 9, 10]
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data(), key_type=st.sampled_from(sorted(KEY_TYPES)), composite=st.booleans())
 def test_state_table_reads_and_lookups_match_a_dict_model(tmp_path_factory, data, key_type, composite):
@@ -74,6 +90,18 @@ def test_state_table_reads_and_lookups_match_a_dict_model(tmp_path_factory, data
             found = ENGINE.to_arrow(rows).to_pylist()
             assert {(r["k1"], r["k2"]): r["v"] for r in found} == expect
             assert len(found) == len(expect)
+        # the rows from a value on, a few per file (top-N refills): before the frontier, exactly the model's
+        start, count, down = data.draw(strategy.filter(lambda x: x is not None)), data.draw(st.integers(1, 3)), \
+            data.draw(st.booleans())
+        rows, frontier = table.rows_from(start, count, descending=down)
+        found = {(r["k1"], r["k2"]): r["v"] for r in ENGINE.to_arrow(rows).to_pylist()}
+
+        def short(k1):  # on the read side of `start`, and before the frontier
+            return k1 is not None and (k1 <= start if down else k1 >= start) and (
+                frontier is None or (k1 > frontier if down else k1 < frontier))
+
+        assert {k: v for k, v in found.items() if short(k[0])} == {k: v for k, v in model.items() if short(k[0])}
+        assert all(k[0] is not None and (k[0] <= start if down else k[0] >= start) for k in found)
     sst_cache.clear()
     assert {(r["k1"], r["k2"]): r["v"] for r in ENGINE.to_arrow(table.read_all()).to_pylist()} == model
 
@@ -134,6 +162,22 @@ def test_change_files_are_dropped_once_consumers_pass_them_and_state_files_stay_
     data_files = [k for k in on_disk if "/manifest/" not in k]
     assert set(data_files) == listed  # nothing unreferenced is left behind
     assert sorted(conn.execute("SELECT * FROM s").fetchall()) == [(0, 10), (1, 10), (2, 10)]
+
+
+def test_rows_from_reads_a_few_rows_per_file_up_to_the_nearest_unread_row(tmp_path):
+    schema = pa.schema([("k", pa.int32()), ("v", pa.int64())])
+    table = StateTable(LocalStore(str(tmp_path)), ENGINE, "state/t", ["k"], schema, [])
+    full = schema.append(pa.field(DELETED, pa.bool_()))
+    for epoch, (keys, deleted) in enumerate([(range(1, 11), False), ([5, 6, 7], False), ([3], True)], start=1):
+        table.stage(_table(full, [{"k": k, "v": 10 * epoch + k, DELETED: deleted} for k in keys]))
+        table.files = table.files + [table.flush(epoch - 1, epoch)]
+    rows, frontier = table.rows_from(1, 2)  # [1, 2] of the first file, [5, 6] of the second, [3] deleted
+    assert frontier == 2 and sorted(ENGINE.to_arrow(rows).column("k").to_pylist()) == [1, 2, 5, 6]
+    rows, frontier = table.rows_from(6, 2, descending=True)  # [5, 6] of both, [3] of the third (no more)
+    assert frontier == 5 and sorted(ENGINE.to_arrow(rows).to_pylist(), key=lambda r: r["k"]) == [
+        {"k": 5, "v": 25}, {"k": 6, "v": 26}]
+    rows, frontier = table.rows_from(1, 20)
+    assert frontier is None and sorted(ENGINE.to_arrow(rows).column("k").to_pylist()) == [1, 2, 4, 5, 6, 7, 8, 9, 10]
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))

@@ -6,9 +6,14 @@ tries to settle the new first n+m rows from the old ones plus the delta: that is
 least n+m of those candidates rank no lower than the old last row, since every row outside the old
 window ranks below it. (With ties the old window held every row tied with its last one, so rows
 outside it rank strictly below its order keys: the same test holds with rank() on the order keys
-alone.) Only when deletions leave the window short does it read the input state.
+alone.) When deletions leave the window short, it reads the input state from the old last row
+on, a few rows per file (more while the new window could reach past them), and only where that
+cannot settle it (its first order key NULL there, NULLs sorting last, on Spark) the whole input.
 """
 from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..engine.duck import quote
 from ..sql.plan import cname
@@ -50,6 +55,56 @@ class TopNOp(Operator):
         return (f"SELECT {cols} FROM (SELECT {cols}, rank() OVER (ORDER BY {self.order_by(ties=True)}) AS rw_rank "
                 f"FROM {rel}) rw_r WHERE rw_rank <= {window}")
 
+    def refill(self, inp, old_top, d, window: int):
+        """The new window when the candidates fell short, from the input rows just past the old
+        window's last row (every row outside the old window ranks after it, so its first order
+        key is that row's or beyond): read a few rows per file from there, and more while the
+        window might reach past what was read. None: read the whole input instead (its last row's
+        first order key is NULL, the files cannot be searched, or the window runs into rows that
+        were not read, such as NULLs that sort last)."""
+        o = self.node.order[0]
+        col = cname(o.column)
+        last = self.engine.to_arrow(self.sql(
+            f"SELECT {quote(col)} FROM o ORDER BY {self.order_by()} LIMIT 1 OFFSET {window - 1}", o=old_top))
+        edge = last.column(0)[0].as_py() if last.num_rows else None
+        if edge is None:
+            return None
+        cols = self.cols()
+        key = self.key() or cols
+        count = 2 * window + self.engine.num_rows(d)
+        while count <= 64 * (window + self.engine.num_rows(d)):
+            got = inp.rows_from(edge, count, descending=o.desc)
+            if got is None:
+                return None
+            rows, frontier = got
+            # the old rows known (the old window, and the rows read past it), then the step's changes
+            known = self.sql(consolidate_sql(cols, "u"), u=self.sql(
+                f"SELECT {col_list(cols)}, CAST(1 AS BIGINT) AS {W} FROM o UNION ALL "
+                f"SELECT {col_list(cols)}, CAST(1 AS BIGINT) AS {W} FROM r x "
+                f"WHERE NOT EXISTS (SELECT 1 FROM o y WHERE {null_safe_eq(key, key, 'x', 'y')}) "
+                f"UNION ALL SELECT {col_list(cols)}, {W} FROM d", o=old_top, r=rows, d=d))
+            known = self.sql(f"SELECT {col_list(cols)} FROM k WHERE {W} > 0", k=known)
+            new_window = self.engine.to_arrow(self.sql(self.first("k", window), k=known))
+            if new_window.num_rows >= window and self._before(new_window.column(col), frontier, o):
+                return new_window
+            if frontier is None:
+                return None  # every file was read to its end that way: the rest are NULLs, sorted last
+            count *= 4
+        return None
+
+    @staticmethod
+    def _before(values, frontier, o) -> bool:
+        """Whether every value ranks before `frontier` (None: no bound) in order key `o`; a NULL
+        counts only where NULLs sort first (then every NULL row was in the old window)."""
+        if values.null_count and not o.nulls_first:
+            return False
+        if frontier is None:
+            return True
+        present = pc.drop_null(values)
+        bound = pa.scalar(frontier, values.type)
+        beyond = pc.greater_equal(present, bound) if not o.desc else pc.less_equal(present, bound)
+        return not pc.any(beyond).as_py()
+
     def state_tables(self):
         schema = row_schema(self.node)
         sort_pk = [cname(o.column) for o in self.node.order]
@@ -87,6 +142,8 @@ class TopNOp(Operator):
             above = counted.column(0)[0].as_py() if counted.num_rows else 0
             if above is not None and above >= window:
                 new_window = self.sql(self.first("c", window), c=cand)
+        if new_window is None:
+            new_window = self.refill(inp, old_top, d, window)
         if new_window is None:
             merged = self.sql(
                 f"SELECT {col_list(cols)} FROM i x WHERE NOT EXISTS (SELECT 1 FROM d y WHERE "

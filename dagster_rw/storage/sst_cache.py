@@ -378,6 +378,31 @@ def rows_in_range(path: str, col: str, lo, hi) -> pa.Table | None:
     return f.table.slice(nulls + start, max(0, end - start))
 
 
+def rows_from(path: str, col: str, value, count: int, descending: bool):
+    """Up to `count` rows of one file sorted by `col` (its first key column), starting at the first
+    row whose `col` is at least `value` and going up (or, `descending`, at the last one at most
+    `value` and going down), NULLs never: (rows, whether the file has no more rows that way), or
+    None when the column cannot be searched."""
+    f = _file(path)
+    t = f.table.schema.field(col).type
+    if not _searchable(t):
+        return None
+    idx = _index(f, (col,))
+    if idx is None:
+        return None
+    nulls, keys = idx
+    code = _encode([pa.array([value], t)])[0]
+    if descending:
+        end = int(np.searchsorted(keys, code, "right"))
+        start = max(0, end - count)
+        exhausted = start == 0
+    else:
+        start = int(np.searchsorted(keys, code, "left"))
+        end = min(len(keys), start + count)
+        exhausted = end >= len(keys)
+    return f.table.slice(nulls + start, end - start), exhausted
+
+
 def positions(path: str, cols: list[str], needles: np.ndarray):
     """Where each needle (key codes, in any order, repeats allowed) sits in one sorted file whose
     primary key is `cols`: (the file's rows, row positions, found mask); None when the file's key

@@ -112,6 +112,30 @@ class StateTable:
                 return self.engine.sql(self._merged(""), rw_state=candidates)
         return self.range_by_query(lo, hi)
 
+    def rows_from(self, value, count: int, descending: bool = False):
+        """Live rows whose first key column is at least `value` (or, `descending`, at most), read
+        from each file's sorted position up to `count` rows (NULLs never), and the frontier: the
+        value up to which (exclusive) those are all such rows; None when every file ran out that
+        way. Returns None when the files cannot be searched in-process (then read otherwise)."""
+        col = self.pk[0]
+        if not isinstance(self.engine, DuckEngine):
+            return None
+        full = self._scan().schema
+        parts, frontier = [], None
+        for f in self.files:
+            got = sst_cache.rows_from(self.store.local_path(f.key), col, value, count, descending)
+            if got is None:
+                return None
+            rows, exhausted = got
+            parts.append(rows.select(full.names).cast(full))
+            if not exhausted:
+                edge = rows.column(col)[0 if descending else -1].as_py()
+                if frontier is None or (edge > frontier if descending else edge < frontier):
+                    frontier = edge
+        if not parts:
+            return self.schema.empty_table(), None
+        return self.engine.sql(self._merged(""), rw_state=pa.concat_tables(parts)), frontier
+
     def range_by_query(self, lo, hi):
         """range() as one query over the files (for types a binary search cannot use, and on Spark)."""
         col = self.pk[0]
