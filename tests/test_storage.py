@@ -164,22 +164,6 @@ def test_change_files_are_dropped_once_consumers_pass_them_and_state_files_stay_
     assert sorted(conn.execute("SELECT * FROM s").fetchall()) == [(0, 10), (1, 10), (2, 10)]
 
 
-def test_rows_from_reads_a_few_rows_per_file_up_to_the_nearest_unread_row(tmp_path):
-    schema = pa.schema([("k", pa.int32()), ("v", pa.int64())])
-    table = StateTable(LocalStore(str(tmp_path)), ENGINE, "state/t", ["k"], schema, [])
-    full = schema.append(pa.field(DELETED, pa.bool_()))
-    for epoch, (keys, deleted) in enumerate([(range(1, 11), False), ([5, 6, 7], False), ([3], True)], start=1):
-        table.stage(_table(full, [{"k": k, "v": 10 * epoch + k, DELETED: deleted} for k in keys]))
-        table.files = table.files + [table.flush(epoch - 1, epoch)]
-    rows, frontier = table.rows_from(1, 2)  # [1, 2] of the first file, [5, 6] of the second, [3] deleted
-    assert frontier == 2 and sorted(ENGINE.to_arrow(rows).column("k").to_pylist()) == [1, 2, 5, 6]
-    rows, frontier = table.rows_from(6, 2, descending=True)  # [5, 6] of both, [3] of the third (no more)
-    assert frontier == 5 and sorted(ENGINE.to_arrow(rows).to_pylist(), key=lambda r: r["k"]) == [
-        {"k": 5, "v": 25}, {"k": 6, "v": 26}]
-    rows, frontier = table.rows_from(1, 20)
-    assert frontier is None and sorted(ENGINE.to_arrow(rows).column("k").to_pylist()) == [1, 2, 4, 5, 6, 7, 8, 9, 10]
-
-
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data(), key_type=st.sampled_from(sorted(KEY_TYPES)))
 def test_count_table_adds_up_changes_across_files_like_a_counter(tmp_path_factory, data, key_type):

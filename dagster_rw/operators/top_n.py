@@ -71,8 +71,9 @@ class TopNOp(Operator):
             return None
         cols = self.cols()
         key = self.key() or cols
-        count = 2 * window + self.engine.num_rows(d)
-        while count <= 64 * (window + self.engine.num_rows(d)):
+        changes = self.engine.num_rows(d)
+        count = 2 * window + changes
+        while count <= 64 * (window + changes):
             got = inp.rows_from(edge, count, descending=o.desc)
             if got is None:
                 return None

@@ -357,10 +357,10 @@ def rows_matching(path: str, cols: list[str], wanted: np.ndarray, want_null: boo
     return table.take(pa.array(np.concatenate(parts)))
 
 
-def rows_in_range(path: str, col: str, lo, hi) -> pa.Table | None:
-    """The rows of one file sorted by `col` (its first key column) whose `col` lies in [lo, hi]
-    (None: unbounded on that side; NULLs never), by two binary searches; None when the column
-    cannot be searched."""
+def _sorted_by(path: str, col: str):
+    """One file sorted by `col` (its first key column) and a way to search it: (the file, its rows
+    with a NULL `col` at the start, the encoded sorted values of the others, a function coding a
+    value of `col` for np.searchsorted), or None when the column cannot be searched."""
     f = _file(path)
     t = f.table.schema.field(col).type
     if not _searchable(t):
@@ -369,10 +369,17 @@ def rows_in_range(path: str, col: str, lo, hi) -> pa.Table | None:
     if idx is None:
         return None
     nulls, keys = idx
+    return f, nulls, keys, lambda value: _encode([pa.array([value], t)])[0]
 
-    def code(value):
-        return _encode([pa.array([value], t)])[0]
 
+def rows_in_range(path: str, col: str, lo, hi) -> pa.Table | None:
+    """The rows of one file sorted by `col` (its first key column) whose `col` lies in [lo, hi]
+    (None: unbounded on that side; NULLs never), by two binary searches; None when the column
+    cannot be searched."""
+    found = _sorted_by(path, col)
+    if found is None:
+        return None
+    f, nulls, keys, code = found
     start = 0 if lo is None else int(np.searchsorted(keys, code(lo), "left"))
     end = len(keys) if hi is None else int(np.searchsorted(keys, code(hi), "right"))
     return f.table.slice(nulls + start, max(0, end - start))
@@ -383,15 +390,11 @@ def rows_from(path: str, col: str, value, count: int, descending: bool):
     row whose `col` is at least `value` and going up (or, `descending`, at the last one at most
     `value` and going down), NULLs never: (rows, whether the file has no more rows that way), or
     None when the column cannot be searched."""
-    f = _file(path)
-    t = f.table.schema.field(col).type
-    if not _searchable(t):
+    found = _sorted_by(path, col)
+    if found is None:
         return None
-    idx = _index(f, (col,))
-    if idx is None:
-        return None
-    nulls, keys = idx
-    code = _encode([pa.array([value], t)])[0]
+    f, nulls, keys, encode = found
+    code = encode(value)
     if descending:
         end = int(np.searchsorted(keys, code, "right"))
         start = max(0, end - count)
