@@ -486,6 +486,51 @@ def _filter(f: _File, cols: tuple[str, ...], keys: np.ndarray) -> np.ndarray:
 _FILTER_MIN_NEEDLES = 1 << 10  # fewer needles search a file as fast as they are filtered
 
 
+def union_admits(paths: list[str], cols: list[str], needles: np.ndarray) -> np.ndarray | None:
+    """Which needles (sorted integer key codes) may be in any of these files: one Bloom filter
+    over all their keys, so a lookup probes the newer small files of a state table once instead of
+    once per file (most keys looked up live only in its large oldest file). None when the files'
+    keys are not integer codes or too many. The filter is kept per list of files and extended in
+    place when newer files are appended (an extra key can only admit more, never lose a key)."""
+    if len(needles) < _FILTER_MIN_NEEDLES or needles.dtype.kind not in "iu":
+        return None
+    cols_t = tuple(cols)
+    entry_key = (paths[0], cols_t)
+    with _lock:
+        entry = _unions.get(entry_key)
+        if entry is not None:
+            _unions.move_to_end(entry_key)
+    covered, admits, count = entry if entry is not None and tuple(paths[:len(entry[0])]) == entry[0] \
+        else ((), None, 0)
+    if admits is not None and len(covered) == len(paths):
+        return admits[_slot(needles, len(admits))]
+    new_keys = []
+    for path in paths[len(covered):]:
+        idx = _index(_file(path), cols_t)
+        if idx is None or idx[1].dtype.kind not in "iu":
+            return None
+        new_keys.append(idx[1])
+    total = count + sum(len(k) for k in new_keys)
+    if total > _UNION_MAX_KEYS:
+        return None
+    if admits is None or len(admits) < 8 * total:  # too full: a new one with room to grow
+        admits = np.zeros(1 << max(10, (16 * total - 1).bit_length()), bool)
+        new_keys = [_index(_file(path), cols_t)[1] for path in paths]
+    for keys in new_keys:
+        admits[_slot(keys, len(admits))] = True
+    with _lock:
+        _unions[entry_key] = (tuple(paths), admits, total)
+        _unions.move_to_end(entry_key)
+        while len(_unions) > _UNION_ENTRIES:
+            _unions.popitem(last=False)
+    return admits[_slot(needles, len(admits))]
+
+
+_unions: OrderedDict[tuple, tuple[tuple[str, ...], np.ndarray, int]] = OrderedDict()
+_UNION_ENTRIES = 32  # state tables whose newer files have a filter (least recently used dropped)
+_UNION_MAX_KEYS = 1 << 22  # at most 16 slots (bytes) per key: 64 MB per filter
+
+
 def _dense(f: _File, cols: tuple[str, ...], keys: np.ndarray):
     """For a file of distinct integer keys that fill at least half of their range: (lowest key, the
     row of each key value from it, -1 where absent). A lookup is then one gather per key instead
@@ -553,4 +598,5 @@ def clear() -> None:
     global _bytes
     with _lock:
         _cache.clear()
+        _unions.clear()
         _bytes = 0

@@ -148,20 +148,29 @@ class StateTable:
 
     def _lookup_unique(self, wanted, want_null: bool, full: pa.Schema):
         """Lookup by the whole primary key: search the files newest first; a key found (live or a
-        tombstone) is not searched for in older files, so no merge of versions is needed."""
+        tombstone) is not searched for in older files, so no merge of versions is needed. Where
+        there are several newer files, one filter over all of them first sets aside the keys none
+        of them holds: those are looked for in the oldest file only."""
+        paths = [self.store.local_path(f.key) for f in self.files]
+        maybe = sst_cache.union_admits(paths[1:], self.pk, wanted) if len(paths) > 2 else None
+        left = np.ones(len(wanted), bool)  # not found yet
         parts = []
-        for f in reversed(self.files):
-            if not len(wanted) and not want_null:
-                break
-            found = np.zeros(len(wanted), bool)
-            rows = sst_cache.rows_matching(self.store.local_path(f.key), self.pk, wanted, want_null,
+        for i in range(len(paths) - 1, -1, -1):
+            pick = left if maybe is None or i == 0 else left & maybe
+            sub = wanted[pick]
+            if not len(sub) and not want_null:
+                if i == 0 or maybe is None:
+                    break
+                continue
+            found = np.zeros(len(sub), bool)
+            rows = sst_cache.rows_matching(paths[i], self.pk, sub, want_null,
                                            unique=True, found=found, columns=self.columns + [DELETED])
             if rows is None:
                 return None
             if rows.num_rows:
                 parts.append(rows.cast(pa.schema([full.field(n) for n in rows.column_names])))
                 want_null = want_null and rows.column(self.pk[0]).null_count == 0
-            wanted = wanted[~found]
+            left[np.flatnonzero(pick)[found]] = False
         if not parts:
             return self.schema.empty_table()
         rows = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
