@@ -34,7 +34,7 @@ def connect(warehouse: str | None = None, spark=None, **options) -> Connection:
     `spark` is None (an embedded local session, started when first needed), a SparkSession, or a
     Spark Connect URL `sc://host:port` (or a function returning a session, called when first needed).
     Options: `s3_endpoint_url`, `aws_access_key_id`, `aws_secret_access_key`, `aws_region`, `engine`
-    ('auto', 'duckdb' or 'spark'), `compact_max_files`, `gc_grace_seconds`.
+    ('auto', 'duckdb' or 'spark'), `compact_max_files`, `background_compaction`, `gc_grace_seconds`.
     """
     store = open_store(warehouse, options.pop("s3_endpoint_url", None),
                        aws_access_key_id=options.pop("aws_access_key_id", None),
@@ -81,8 +81,11 @@ class Connection:
         raise ProgrammingError("dagster-rw has no transactions to roll back: DML is accepted when executed")
 
     def close(self) -> None:
+        if self.closed:
+            return
         self.closed = True
         self.wh.close_sink_targets()
+        self.wh.compactor.finish()  # commit the background merges of state files that finished
 
     def __enter__(self):
         return self

@@ -155,13 +155,81 @@ def test_change_files_are_dropped_once_consumers_pass_them_and_state_files_stay_
         conn.execute("FLUSH")
         m = conn.wh.manifest("t")
         assert len(m.changelog) <= 1  # its only consumer has read everything but the newest
-        assert all(len(files) <= 4 for files in m.state.values())
+        # merges run in the background; a table waits for its merge beyond twice the limit
+        assert all(len(files) <= 8 for files in m.state.values())
+    conn.close()  # waits for the merges in flight and commits them
+    conn = dagster_rw.connect(str(tmp_path / "wh"), gc_grace_seconds=0, compact_max_files=4)
     on_disk = conn.wh.store.list("objects/t/")
     listed = {f.key for files in conn.wh.manifest("t").state.values() for f in files} | \
         {f.key for f in conn.wh.manifest("t").changelog}
     data_files = [k for k in on_disk if "/manifest/" not in k]
     assert set(data_files) == listed  # nothing unreferenced is left behind
     assert sorted(conn.execute("SELECT * FROM s").fetchall()) == [(0, 10), (1, 10), (2, 10)]
+
+
+def test_background_merges_are_adopted_by_later_steps_and_committed_at_close(tmp_path):
+    wh = str(tmp_path / "wh")
+    conn = dagster_rw.connect(wh, gc_grace_seconds=0, compact_max_files=3)
+    conn.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+    conn.execute("CREATE MATERIALIZED VIEW s AS SELECT v % 2 AS g, count(*) AS n, max(id) AS top FROM t GROUP BY v % 2")
+    merged_seen = False
+    for i in range(14):
+        conn.execute(f"INSERT INTO t VALUES ({i}, {i}), ({i + 100}, {i})")
+        if i % 3 == 2:
+            conn.execute(f"DELETE FROM t WHERE id = {i - 1}")
+        conn.execute("FLUSH")
+        for name in ("t", "s"):
+            files = conn.wh.manifest(name).state.values()
+            assert all(len(f) <= 6 for f in files)
+            # a merged file spans several epochs
+            merged_seen |= any(f.epoch_to - f.epoch_from > 1 for fs in files for f in fs)
+    assert merged_seen
+    extra = 14
+    while not conn.wh.compactor._merges:  # end with a merge no step has adopted yet
+        conn.execute(f"INSERT INTO t VALUES ({extra}, {extra}), ({extra + 100}, {extra})")
+        conn.execute("FLUSH")
+        extra += 1
+        assert extra < 30
+    pending = list(conn.wh.compactor._merges)
+    conn.close()
+    conn = dagster_rw.connect(wh, gc_grace_seconds=0, compact_max_files=3)
+    assert not conn.wh.compactor._merges
+    for name in ("t", "s"):
+        listed = {f.key for fs in conn.wh.manifest(name).state.values() for f in fs} | \
+            {f.key for f in conn.wh.manifest(name).changelog}
+        assert {k for k in conn.wh.store.list(f"objects/{name}/") if "/manifest/" not in k} == listed
+    for name, table in pending:  # what was in flight at close is listed now
+        assert len(conn.wh.manifest(name).state[table]) <= 3 + 1
+    ids = [i for i in range(extra)] + [i + 100 for i in range(extra)]
+    ids = [i for i in ids if not (i < 100 and i % 3 == 1 and i + 1 < 14)]
+    assert sorted(conn.execute("SELECT id FROM t").fetchall()) == [(i,) for i in sorted(ids)]
+    expect = {}
+    for i in ids:
+        g = (i % 100) % 2
+        n, top = expect.get(g, (0, -1))
+        expect[g] = (n + 1, max(top, i))
+    assert sorted(conn.execute("SELECT * FROM s").fetchall()) == sorted((g, n, top) for g, (n, top) in expect.items())
+
+
+def test_a_background_merge_of_files_another_process_replaced_is_discarded(tmp_path):
+    wh = str(tmp_path / "wh")
+    a = dagster_rw.connect(wh, gc_grace_seconds=0, compact_max_files=2)
+    a.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+    for i in range(3):
+        a.execute(f"INSERT INTO t VALUES ({i}, {i})")
+        a.execute("FLUSH")
+    (merge,) = [m for (name, _), m in a.wh.compactor._merges.items() if name == "t"]
+    merged = merge.future.result().key
+    assert a.wh.store.exists(merged)
+    b = dagster_rw.connect(wh, gc_grace_seconds=0)
+    assert b.compact("t") >= 3  # another process merges every file into one
+    b.close()
+    a.execute("INSERT INTO t VALUES (3, 3)")
+    a.execute("FLUSH")  # the step finds the merge's files gone: the merged file is deleted, not listed
+    assert not a.wh.store.exists(merged)
+    assert merged not in {f.key for f in a.wh.manifest("t").state["output"]}
+    assert sorted(a.execute("SELECT * FROM t").fetchall()) == [(i, i) for i in range(4)]
+    a.close()
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))

@@ -377,7 +377,7 @@ def _finish_commit(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, tables
     for name, table in tables.items():
         f = written[name]
         table.files = list(table.files) + ([f] if f else [])
-        files, gone = table.compact(wh.options["compact_max_files"])
+        files, gone = wh.compactor.compact(obj.name, name, table)
         dropped.extend(gone)
         state[name] = files
     changelog = list(m.changelog)

@@ -27,9 +27,11 @@ from ..storage.manifest import Manifest
 from ..storage.object_store import ObjectStore
 from ..storage.state_table import write_sorted
 from . import epochs, ingest, step
+from .compaction import Compactor
 
 DEFAULT_OPTIONS = {
     "compact_max_files": 16,  # merge a state table's newest small files beyond this many
+    "background_compaction": True,  # in-process, merge them on a background thread (runtime/compaction.py)
     "gc_grace_seconds": 30.0,  # how long files dropped from a manifest stay readable by other readers
     "engine": "auto",  # 'duckdb' (in-process), 'spark', or 'auto': by the size of the step's input
     "spark_threshold_rows": 2_000_000,  # with 'auto', steps reading more change rows than this go to Spark
@@ -79,6 +81,7 @@ class Warehouse:
         self.pipelining = False  # inside a FLUSH: tables commit in the background (defer_commit)
         self._deferred: dict[str, tuple[Manifest, Future]] = {}
         self._committer: ThreadPoolExecutor | None = None
+        self.compactor = Compactor(self)
 
     def step_engine(self, input_rows: int):
         """The engine for a step: in-process for small inputs, Spark for large ones (or as forced)."""
@@ -310,6 +313,7 @@ class Warehouse:
         objects = {k: v for k, v in cat.objects.items() if k != name}
         self.commit_catalog(objects, f"DROP {name}")
         self._manifests.pop(name, None)
+        self.compactor.forget(name)
         self._clear_leftovers(name)
         return True
 
@@ -478,6 +482,7 @@ class Warehouse:
     def compact(self, name: str) -> int:
         """Merge each state table of `name` into one file; returns how many files were removed."""
         obj = self.get(name)
+        self.compactor.finish([name])
         m = manifests.load(self.store, name)
         if not m.exists:
             return 0

@@ -265,17 +265,34 @@ class StateTable:
         Returns the new file list and the keys of the files it replaced. Tombstones are dropped only
         when the merge includes the oldest file (nothing older can be shadowed then).
         """
-        if len(self.files) <= max_files:
+        start = self.compaction_start(max_files)
+        if start is None:
             return self.files, []
-        group = [self.files[-1]]
-        total = group[0].bytes
-        for f in reversed(self.files[:-1]):
-            if len(group) < 2 or f.bytes <= 2 * total or max_files <= 1:
-                group.insert(0, f)
+        merged = self.merge_files(start)
+        group = self.files[start:]
+        self.files = self.files[:start] + ([merged] if merged.rows else [])
+        return self.files, [f.key for f in group]
+
+    def compaction_start(self, max_files: int) -> int | None:
+        """Where the files to merge begin when there are more than `max_files` (the newest ones,
+        each older file joining while it is at most twice the size of those after it), else None."""
+        if len(self.files) <= max_files:
+            return None
+        start = len(self.files) - 1
+        total = self.files[-1].bytes
+        while start > 0:
+            f = self.files[start - 1]
+            if len(self.files) - start < 2 or f.bytes <= 2 * total or max_files <= 1:
+                start -= 1
                 total += f.bytes
             else:
                 break
-        start = len(self.files) - len(group)
+        return start
+
+    def merge_files(self, start: int) -> SstFile:
+        """Write files[start:] merged into one file (each key's newest version; tombstones too unless
+        the merge includes the oldest file); the file list itself is left as it is."""
+        group = self.files[start:]
         full_merge = start == 0
         if isinstance(self.engine, DuckEngine):
             # in-process: merge the decoded files the cache already holds
@@ -288,12 +305,7 @@ class StateTable:
             rel = None
         if rel is None:
             rel = self.engine.sql(self._merge_query(full_merge), rw_state=source)
-        merged = self._write(rel, group[0].epoch_from, group[-1].epoch_to)
-        new_files = self.files[:start] + ([merged] if merged.rows else [])
-        dropped = [f.key for f in group]
-        self.files = new_files
-        return new_files, dropped
-
+        return self._write(rel, group[0].epoch_from, group[-1].epoch_to)
 
     def _merge_query(self, full_merge: bool) -> str:
         """Files' rows merged into one file's: each key's newest version; tombstones too unless

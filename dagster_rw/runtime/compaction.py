@@ -1,0 +1,114 @@
+"""Merges of state files off the step's critical path.
+
+A step that leaves a state table with more than `compact_max_files` files used to merge the newest
+ones before committing, so every few epochs one step paid for rewriting many epochs' rows (a FLUSH
+of tens of milliseconds took tenths of a second). In-process, the merge now runs on a background
+thread: it writes the merged file and nothing else. A later step of the same object adopts it in
+its own commit (its files list the merged file in place of the files it replaced), provided those
+files are still listed as they were; otherwise (another process merged or stepped differently) the
+merged file is deleted unused. Closing the connection waits for the merges and commits the finished
+ones as a version of their own. A table past twice the limit waits for its merge, so the number of
+files stays bounded when merges fall behind. On Spark the merge stays inside the step.
+"""
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+
+from ..engine.duck import DuckEngine
+from ..errors import CommitConflict
+from ..storage import manifest as manifests
+from ..storage.manifest import SstFile
+from ..storage.state_table import StateTable
+
+log = logging.getLogger("dagster_rw")
+
+
+@dataclass
+class _Merge:
+    before: list[str]  # keys of the files listed before the merged ones, unchanged
+    group: list[str]  # keys of the files the merged file replaces, oldest first
+    future: Future  # -> SstFile
+
+
+class Compactor:
+    def __init__(self, wh):
+        self.wh = wh
+        self._merges: dict[tuple[str, str], _Merge] = {}  # (object, state table) -> merge in flight
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+
+    def compact(self, obj_name: str, table_name: str, table: StateTable) -> tuple[list[SstFile], list[str]]:
+        """A step's state table after this step's compaction: (its files, keys of the files it
+        no longer lists). Adopts a finished merge, and starts one when there are too many files."""
+        limit = self.wh.options["compact_max_files"]
+        if not self.wh.options["background_compaction"] or not isinstance(table.engine, DuckEngine):
+            return table.compact(limit)
+        key = (obj_name, table_name)
+        files, dropped = list(table.files), []
+        with self._lock:
+            merge = self._merges.get(key)
+            if merge is not None and (merge.future.done() or len(files) > 2 * limit):
+                del self._merges[key]
+            else:
+                merge = None
+        if merge is not None:
+            files, dropped, _ = self._adopt(merge, files)
+        table.files = files
+        with self._lock:
+            start = table.compaction_start(limit) if key not in self._merges else None
+            if start is not None:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rw-compact")
+                snapshot = copy.copy(table)
+                snapshot.files = list(files)
+                self._merges[key] = _Merge([f.key for f in files[:start]], [f.key for f in files[start:]],
+                                           self._pool.submit(snapshot.merge_files, start))
+        return files, dropped
+
+    def _adopt(self, merge: _Merge, files: list[SstFile]) -> tuple[list[SstFile], list[str], str | None]:
+        """`files` with the merged file in place of its group, if they still list the group as
+        they did when the merge began: (files, keys of the files replaced, the merged file's key);
+        else `files` unchanged (and the merged file deleted)."""
+        try:
+            merged = merge.future.result()
+        except Exception:  # noqa: BLE001 - a failed merge loses nothing: the files it read stay listed
+            log.warning("a background merge of state files failed; the files stay as they are", exc_info=True)
+            return files, [], None
+        keys = [f.key for f in files]
+        n, g = len(merge.before), len(merge.group)
+        if keys[:n] != merge.before or keys[n:n + g] != merge.group:
+            self.wh.store.delete(merged.key)
+            return files, [], None
+        return files[:n] + ([merged] if merged.rows else []) + files[n + g:], list(merge.group), merged.key
+
+    def finish(self, names: list[str] | None = None) -> None:
+        """Wait for the merges (of objects `names`, or all) and commit each finished one as a
+        manifest version of its own (discarded if another process committed first)."""
+        with self._lock:
+            keys = [k for k in self._merges if names is None or k[0] in names]
+            merges = {k: self._merges.pop(k) for k in keys}
+        for (obj_name, table_name), merge in merges.items():
+            m = manifests.load(self.wh.store, obj_name)
+            files, dropped, merged = self._adopt(merge, m.state.get(table_name, []))
+            if not dropped:
+                continue
+            m.state = {**m.state, table_name: files}
+            try:
+                self.wh.remember_manifest(
+                    manifests.commit(self.wh.store, m, dropped, self.wh.options["gc_grace_seconds"]))
+            except CommitConflict:
+                self.wh.store.delete(merged)
+
+    def forget(self, name: str) -> None:
+        """Wait for the merges of a dropped object and delete what they wrote."""
+        with self._lock:
+            merges = [self._merges.pop(k) for k in list(self._merges) if k[0] == name]
+        for merge in merges:
+            try:
+                self.wh.store.delete(merge.future.result().key)
+            except Exception:  # noqa: BLE001 - a merge that failed wrote nothing to delete
+                pass
