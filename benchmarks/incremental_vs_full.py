@@ -5,10 +5,14 @@ The view joins a large fact table with a dimension table and aggregates with a M
     SELECT i.category, count(*), sum(v.length), max(v.length)
     FROM visit v JOIN info i ON v.product = i.product GROUP BY i.category
 
-For each size: load the data, create the view, then change 0.1% of the visits (random rows
-replaced by rows with new random values, so nearly every one moves to another product and category)
-and time the FLUSH that makes the change visible: the median of five, after one such epoch that
-builds the process's key indexes (reported separately). In the same process, on the same data, time
+Each size gets its own warehouse, loaded first; then the FLUSHes of the sizes alternate in one
+process, so a slow spell of this shared machine hits every size alike and the growth between sizes is
+a ratio measured side by side. Per size: change 0.1% of the visits (random rows replaced by rows
+with new random values, so nearly every one moves to another product and category) and time the
+FLUSH that makes the change visible: the median of seven, after one such epoch that builds the
+process's key indexes (reported separately); then the median of five with a fixed 5,000-row change;
+then a sustained run of 0.1% epochs, long enough for state files to be merged (in the background),
+whose mean, 90th percentile and maximum are printed. In the same process, on the same data, time
 Spark recomputing the same query over the table's Parquet files (warm: the best of three runs).
 Prints both times, their ratio, and the FLUSH growth between sizes.
 
@@ -39,7 +43,9 @@ import dagster_rw
 from dagster_rw.engine.spark import local_session
 
 FIXED_CHANGE = 5_000
-RUNS = 5  # FLUSHes per measurement; the median is quoted (the first also builds the lookup indexes)
+RUNS = 7  # 0.1% FLUSHes per size; the median is quoted
+FIXED_RUNS = 5  # FLUSHes of the fixed change per size
+SUSTAINED = 40  # further 0.1% FLUSHes per size, through state-file merges
 PRODUCTS = 100_000
 CATEGORIES = 1_000
 VIEW = ("SELECT i.category, count(*) AS visits, sum(v.length) AS total, max(v.length) AS longest "
@@ -82,76 +88,78 @@ def spark_recompute(spark, conn) -> float:
     return min(times)
 
 
-def measure(rows: int, spark, root: str) -> dict:
-    rng = np.random.default_rng(rows)
-    wh = os.path.join(root, f"wh_{rows}")
-    shutil.rmtree(wh, ignore_errors=True)
-    # setup: the bulk load runs in-process (DuckDB), which loads faster than a local Spark here
-    loader = dagster_rw.connect(wh, engine="duckdb")
-    t0 = time.perf_counter()
-    load(loader, rows, rng)
-    load_s = time.perf_counter() - t0
-    loader.close()
-    # the load left up to gigabytes of dirty pages; written back while epochs run, they would
-    # stall each commit's fsync: flush them first, so the figures are an epoch's own cost
-    os.sync()
-    gc.collect()
-    conn = dagster_rw.connect(wh, spark=spark)  # engine 'auto': each step picks its path by size
-    conn.flush()
-    change = max(1, rows // 1000)
-    # one epoch of the same size first: a process builds its in-memory key indexes (sorted key
-    # arrays, sparse indexes) on its first lookups; reported, not counted in the median
-    conn.insert("visit", visits(rng, rng.choice(rows, change, replace=False)))
-    t0 = time.perf_counter()
-    conn.flush()
-    warmup = time.perf_counter() - t0
-    flushes = []
-    for _ in range(RUNS):
-        ids = rng.choice(rows, change, replace=False)
-        conn.insert("visit", visits(rng, ids))  # same keys: each row is replaced (an update)
+class Size:
+    """One data size: its warehouse, connection and measurements."""
+
+    def __init__(self, rows: int, spark, root: str):
+        self.rows, self.rng = rows, np.random.default_rng(rows)
+        self.change = max(1, rows // 1000)
+        wh = os.path.join(root, f"wh_{rows}")
+        shutil.rmtree(wh, ignore_errors=True)
+        # setup: the bulk load runs in-process (DuckDB), which loads faster than a local Spark here
+        loader = dagster_rw.connect(wh, engine="duckdb")
         t0 = time.perf_counter()
-        conn.flush()
-        flushes.append(time.perf_counter() - t0)
-    flush = statistics.median(flushes)
-    fixed = []  # the same-sized change at every data size: the cost should not follow the data
-    for _ in range(RUNS):
-        conn.insert("visit", visits(rng, rng.choice(rows, FIXED_CHANGE, replace=False)))
+        load(loader, rows, self.rng)
+        self.load_s = time.perf_counter() - t0
+        loader.close()
+        # the load left up to gigabytes of dirty pages; written back while epochs run, they would
+        # stall each commit's fsync: flush them first, so the figures are an epoch's own cost
+        os.sync()
+        self.conn = dagster_rw.connect(wh, spark=spark)  # engine 'auto': each step picks its path by size
+        self.conn.flush()
+        self.times: dict[str, list[float]] = {"flush": [], "fixed": [], "sustained": []}
+
+    def flush(self, rows: int) -> float:
+        ids = self.rng.choice(self.rows, rows, replace=False)
+        self.conn.insert("visit", visits(self.rng, ids))  # same keys: each row is replaced (an update)
+        gc.collect()
         t0 = time.perf_counter()
-        conn.flush()
-        fixed.append(time.perf_counter() - t0)
-    conn.compact("visit")  # one file per table, so Spark reads the rows without merging versions
-    conn.compact("info")
-    full = spark_recompute(spark, conn)
-    got = sorted(conn.execute("SELECT * FROM longest_visit").fetchall())
-    want = sorted(tuple(r) for r in spark.sql(VIEW).collect())
-    assert got == want, "the incremental view differs from Spark's batch answer"
-    step = {s["name"]: s.get("step_seconds") for s in conn.status()}
-    conn.close()
-    return {"rows": rows, "change": change, "load_s": load_s, "flush_s": flush, "flushes": flushes,
-            "warmup_s": warmup,
-            "fixed_s": statistics.median(fixed),
-            "spark_full_s": full, "ratio": full / flush, "steps": step}
+        self.conn.flush()
+        return time.perf_counter() - t0
+
+    def finish(self, spark) -> None:
+        conn = self.conn
+        conn.compact("visit")  # one file per table, so Spark reads the rows without merging versions
+        conn.compact("info")
+        self.full = spark_recompute(spark, conn)
+        got = sorted(conn.execute("SELECT * FROM longest_visit").fetchall())
+        want = sorted(tuple(r) for r in spark.sql(VIEW).collect())
+        assert got == want, "the incremental view differs from Spark's batch answer"
+        conn.close()
 
 
 def main(argv: list[str]) -> int:
     sizes = [int(a) for a in argv] or [5_000_000, 50_000_000]
     spark = local_session(conf={"spark.driver.memory": "8g"})
     root = os.environ.get("BENCH_DIR") or tempfile.mkdtemp(prefix="rw_bench_")
-    results = []
-    for rows in sizes:
-        r = measure(rows, spark, root)
-        results.append(r)
-        print(f"rows={r['rows']:>11,}  change={r['change']:>7,}  load={r['load_s']:7.1f}s  "
-              f"FLUSH={r['flush_s']:.3f}s (runs: {', '.join(f'{x:.3f}' for x in r['flushes'])})  "
-              f"Spark full recompute={r['spark_full_s']:.3f}s  ratio={r['ratio']:.1f}x", flush=True)
-        print(f"    first FLUSH of this process (builds the key indexes): {r['warmup_s']:.3f}s; "
-              f"FLUSH of a fixed {FIXED_CHANGE:,}-row change: {r['fixed_s']:.3f}s; "
-              f"step seconds per object (last FLUSH): {r['steps']}", flush=True)
-    if len(results) >= 2:
-        growth = results[-1]["flush_s"] / results[0]["flush_s"]
-        print(f"FLUSH growth from {results[0]['rows']:,} to {results[-1]['rows']:,} rows: {growth:.2f}x "
-              f"(the change grows {results[-1]['change'] / results[0]['change']:.0f}x with it); with a fixed "
-              f"{FIXED_CHANGE:,}-row change: {results[-1]['fixed_s'] / results[0]['fixed_s']:.2f}x")
+    runs = [Size(rows, spark, root) for rows in sizes]
+    # one epoch of the same size first: a process builds its in-memory key indexes (sorted key
+    # arrays, sparse indexes) on its first lookups; reported, not counted in the median
+    warmup = {r.rows: r.flush(r.change) for r in runs}
+    for kind, count, n in (("flush", RUNS, None), ("fixed", FIXED_RUNS, FIXED_CHANGE),
+                           ("sustained", SUSTAINED, None)):
+        for _ in range(count):
+            for r in runs:  # the sizes alternate, FLUSH by FLUSH
+                r.times[kind].append(r.flush(n or r.change))
+    for r in runs:
+        r.finish(spark)
+        flush, fixed, sustained = (statistics.median(r.times["flush"]), statistics.median(r.times["fixed"]),
+                                   sorted(r.times["sustained"]))
+        r.flush_s, r.fixed_s = flush, fixed
+        print(f"rows={r.rows:>11,}  change={r.change:>7,}  load={r.load_s:7.1f}s  "
+              f"FLUSH={flush:.3f}s (runs: {', '.join(f'{x:.3f}' for x in r.times['flush'])})  "
+              f"Spark full recompute={r.full:.3f}s  ratio={r.full / flush:.1f}x", flush=True)
+        print(f"    first FLUSH of this process (builds the key indexes): {warmup[r.rows]:.3f}s; "
+              f"FLUSH of a fixed {FIXED_CHANGE:,}-row change: {fixed:.3f}s; "
+              f"{SUSTAINED} more 0.1% FLUSHes (state files merged in the background meanwhile): "
+              f"mean {statistics.mean(sustained):.3f}s, p90 {sustained[int(0.9 * len(sustained))]:.3f}s, "
+              f"max {sustained[-1]:.3f}s", flush=True)
+    if len(runs) >= 2:
+        first, last = runs[0], runs[-1]
+        print(f"FLUSH growth from {first.rows:,} to {last.rows:,} rows: {last.flush_s / first.flush_s:.2f}x "
+              f"(the change grows {last.change / first.change:.0f}x with it); with a fixed "
+              f"{FIXED_CHANGE:,}-row change: {last.fixed_s / first.fixed_s:.2f}x; sustained, mean over mean: "
+              f"{statistics.mean(last.times['sustained']) / statistics.mean(first.times['sustained']):.2f}x")
     shutil.rmtree(root, ignore_errors=True)
     return 0
 
