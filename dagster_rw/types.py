@@ -41,7 +41,11 @@ DEFAULT_NUMERIC = "numeric(38,10)"
 
 
 def canonical(dtype: exp.DataType, obj: str = "", column: str = "") -> str:
-    """The canonical type name of a parsed column type, or a ProgrammingError naming it."""
+    """The canonical type name of a parsed column type, or a ProgrammingError naming it. An array
+    of a scalar type is the scalar's name followed by `[]` (`integer[]`)."""
+    if dtype.this == exp.DType.ARRAY and len(dtype.expressions) == 1 \
+            and dtype.expressions[0].this not in (exp.DType.ARRAY, exp.DType.INTERVAL):
+        return canonical(dtype.expressions[0], obj, column) + "[]"
     if dtype.this in (exp.DType.DECIMAL, exp.DType.BIGDECIMAL):
         params = [int(p.name) for p in dtype.expressions]
         if not params:
@@ -57,6 +61,8 @@ def canonical(dtype: exp.DataType, obj: str = "", column: str = "") -> str:
 
 
 def arrow_type(name: str) -> pa.DataType:
+    if name.endswith("[]"):
+        return pa.list_(arrow_type(name[:-2]))
     if name.startswith("numeric"):
         p, s = _numeric_params(name)
         return pa.decimal128(p, s)
@@ -64,6 +70,8 @@ def arrow_type(name: str) -> pa.DataType:
 
 
 def duckdb_type(name: str) -> str:
+    if name.endswith("[]"):
+        return duckdb_type(name[:-2]) + "[]"
     if name.startswith("numeric"):
         p, s = _numeric_params(name)
         return f"DECIMAL({p},{s})"
@@ -79,6 +87,10 @@ def _numeric_params(name: str) -> tuple[int, int]:
 def from_duckdb(type_str: str) -> str:
     """Map a DuckDB result type (as DuckDB spells it) back to a canonical SQL type name."""
     t = type_str.upper()
+    if t.endswith("[]") and not t[:-2].endswith("[]"):
+        inner = from_duckdb(type_str[:-2])
+        if inner != "interval":
+            return inner + "[]"
     if t.startswith("DECIMAL"):
         inner = t[t.index("(") + 1:-1]
         p, s = (int(x) for x in inner.split(","))
@@ -106,6 +118,8 @@ def duckdb_type_of_arrow(t: pa.DataType) -> str:
     """DuckDB's spelling of an Arrow type (for typed empty relations)."""
     if pa.types.is_decimal(t):
         return f"DECIMAL({t.precision},{t.scale})"
+    if pa.types.is_list(t):
+        return duckdb_type_of_arrow(t.value_type) + "[]"
     if pa.types.is_timestamp(t):
         return "TIMESTAMPTZ" if t.tz else "TIMESTAMP"
     simple = {
@@ -119,4 +133,6 @@ def duckdb_type_of_arrow(t: pa.DataType) -> str:
 
 def display_name(name: str) -> str:
     """How DESCRIBE and the Dagster column schema spell a type (PostgreSQL's names)."""
+    if name.endswith("[]"):
+        return display_name(name[:-2]) + "[]"
     return {"timestamptz": "timestamp with time zone", "varchar": "character varying"}.get(name, name)

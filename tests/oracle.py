@@ -28,6 +28,8 @@ class Oracle:
 
 
 def _norm_value(v):
+    if isinstance(v, (list, tuple)):  # an array: compared by its normalized elements, in order
+        return "{" + ", ".join(repr(_norm_value(x)) for x in v) + "}"
     if isinstance(v, decimal.Decimal):
         v = float(v)
     if isinstance(v, float):

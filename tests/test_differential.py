@@ -233,6 +233,13 @@ ORDERED_AGGREGATES = {
         "string_agg(s, '-') FILTER (WHERE v > 3) AS big FROM t1",
         "SELECT string_agg(s, ';' ORDER BY id DESC) AS ss, last(v ORDER BY id) AS lv, "
         "string_agg(s, '-' ORDER BY s) FILTER (WHERE v > 3) AS big FROM t1"),
+    # ARRAY_AGG keeps NULLs; without ORDER BY its order is the engine's (here: values ascending)
+    "array_agg_groups": (
+        "SELECT k, array_agg(v ORDER BY id DESC) AS av, array_agg(s ORDER BY v NULLS FIRST, id) AS sv, "
+        "array_agg(id) AS ids FROM t1 GROUP BY k",
+        "SELECT k, array_agg(v ORDER BY id DESC) AS av, array_agg(s ORDER BY v NULLS FIRST, id) AS sv, "
+        "array_agg(id ORDER BY id) AS ids FROM t1 GROUP BY k"),
+    "array_agg_global": "SELECT array_agg(s ORDER BY id) AS ss, count(*) AS n FROM t1",
     # a table without a key: equal rows are counted, and each copy appears in the string
     "string_agg_nopk": "SELECT k, string_agg(CAST(v AS VARCHAR), '+' ORDER BY v NULLS FIRST) AS vs FROM t3 GROUP BY k",
 }

@@ -31,6 +31,7 @@ VIEWS = {
     "union_all": SETS_TOPN_NOPK["union_all"],
     "row_number_top2": WINDOWS["row_number_top2"],
     "string_agg_groups": ORDERED_AGGREGATES["string_agg_groups"],
+    "array_agg_groups": ORDERED_AGGREGATES["array_agg_groups"],
     "df_scalar_max": DYNAMIC_FILTERS["df_scalar_max"],
 }
 

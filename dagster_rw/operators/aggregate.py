@@ -445,6 +445,8 @@ class AggregateOp(Operator):
                 results.append(items[0][0])
             elif a.func == "last_value":
                 results.append(items[-1][0])
+            elif a.func == "array_agg":  # every value in order, NULLs too
+                results.append([v for v, _ in items])
             else:  # each value after the first is preceded by its own row's delimiter (none when NULL)
                 results.append(items[0][0] + "".join((sep or "") + v for v, sep in items[1:]))
         out_type = sqltypes.arrow_type(self.node.columns[self.ng + i].type)

@@ -116,14 +116,14 @@ class DynamicFilter(Node):
 
 @dataclass
 class Agg:
-    func: str  # count_star, count, sum, avg, min, max, string_agg, first_value, last_value
+    func: str  # count_star, count, sum, avg, min, max, string_agg, first_value, last_value, array_agg
     arg: int | None = None  # child column
     distinct: bool = False
     extra: list[int] = field(default_factory=list)  # further argument columns (STRING_AGG's delimiter)
     order: list[tuple[int, bool, bool]] = field(default_factory=list)  # ORDER BY: (child column, desc, nulls first)
 
 
-ORDERED_AGGS = ("string_agg", "first_value", "last_value")  # results that depend on the order of the input
+ORDERED_AGGS = ("string_agg", "first_value", "last_value", "array_agg")  # results that depend on the order of the input
 
 
 def agg_text(child: Node, a: Agg) -> str:

@@ -40,7 +40,8 @@ from .plan import (
 from .semantics import typed_expression
 
 AGG_FUNCS = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max",
-             exp.GroupConcat: "string_agg", exp.FirstValue: "first_value", exp.LastValue: "last_value"}
+             exp.GroupConcat: "string_agg", exp.FirstValue: "first_value", exp.LastValue: "last_value",
+             exp.ArrayAgg: "array_agg"}
 WINDOW_FUNCS = {exp.RowNumber: "row_number", exp.Rank: "rank", exp.DenseRank: "dense_rank"}
 _INT_TYPES = ("smallint", "integer", "bigint")
 
@@ -1138,7 +1139,7 @@ class Planner:
     def agg_parts_extra(self, call: exp.Expression):
         """An ordered aggregate's further arguments and ORDER BY items [(expression, desc, nulls
         first)], unbound; ([], []) for the others."""
-        if type(call) not in (exp.GroupConcat, exp.FirstValue, exp.LastValue):
+        if type(call) not in (exp.GroupConcat, exp.FirstValue, exp.LastValue, exp.ArrayAgg):
             return [], []
         extra = []
         if isinstance(call, exp.GroupConcat):
@@ -1221,6 +1222,10 @@ class Planner:
                             f"function string_agg({pre.columns[a.arg].type}, {pre.columns[a.extra[0]].type}) "
                             "does not exist: both arguments must be text (cast them with ::varchar)")
                 return "varchar"
+            if a.func == "array_agg":
+                if t.endswith("[]") or t == "interval":
+                    raise self.refuse(f"ARRAY_AGG over {t}")
+                return t + "[]"
             return t
         raise self.refuse(a.func)
 
@@ -1388,7 +1393,7 @@ def aggregate_filters_as_case(query: exp.Expression) -> exp.Expression:
                 and isinstance(node.expression, exp.Where)):
             return node
         agg, cond = node.this.copy(), node.expression.this
-        if isinstance(agg, (exp.FirstValue, exp.LastValue)):
+        if isinstance(agg, (exp.FirstValue, exp.LastValue, exp.ArrayAgg)):
             return node  # NULL is a value to these: refused as a FILTER below
         holder = agg.this if isinstance(agg.this, exp.Order) else agg  # an ordered aggregate's argument
         arg = holder.this
