@@ -14,7 +14,7 @@ from .sql import explain as explainer
 from .sql import statements as st
 from .sql.semantics import typed_query
 from .storage.catalog import MATERIALIZED_VIEW, SOURCE, TABLE
-from .storage.object_store import open_store
+from .storage.object_store import open_store, wait_for_deletions
 
 apilevel = "2.0"
 threadsafety = 1
@@ -86,6 +86,7 @@ class Connection:
         self.closed = True
         self.wh.close_sink_targets()
         self.wh.compactor.finish()  # commit the background merges of state files that finished
+        wait_for_deletions()  # and delete the garbage that is being deleted in the background
 
     def __enter__(self):
         return self

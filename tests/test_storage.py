@@ -167,6 +167,37 @@ def test_change_files_are_dropped_once_consumers_pass_them_and_state_files_stay_
     assert sorted(conn.execute("SELECT * FROM s").fetchall()) == [(0, 10), (1, 10), (2, 10)]
 
 
+def test_expired_garbage_is_deleted_after_the_commit_on_a_background_thread(tmp_path, monkeypatch):
+    """Deleting a large file takes a while; a commit that finds garbage past its grace period
+    hands the deletion to a background thread and returns (close() waits for it)."""
+    import threading
+    import time
+
+    from dagster_rw.storage import manifest as manifests
+    from dagster_rw.storage import object_store
+
+    store = LocalStore(str(tmp_path))
+    store.write_bytes("objects/x/state/output/old.parquet", b"x" * 1000)
+    release, deleting = threading.Event(), threading.Event()
+    delete = LocalStore.delete
+
+    def slow_delete(self, key):
+        deleting.set()
+        release.wait(10)
+        delete(self, key)
+
+    monkeypatch.setattr(LocalStore, "delete", slow_delete)
+    m = manifests.Manifest(object="x", garbage=[{"key": "objects/x/state/output/old.parquet",
+                                                 "dropped_at": time.time() - 100}])
+    committed = manifests.commit(store, m, [], grace_seconds=30)
+    assert committed.garbage == []  # no longer listed
+    assert deleting.wait(10)  # the deletion has begun, the commit has returned
+    assert store.exists("objects/x/state/output/old.parquet")
+    release.set()
+    object_store.wait_for_deletions()
+    assert not store.exists("objects/x/state/output/old.parquet")
+
+
 def test_background_merges_are_adopted_by_later_steps_and_committed_at_close(tmp_path):
     wh = str(tmp_path / "wh")
     conn = dagster_rw.connect(wh, gc_grace_seconds=0, compact_max_files=3)

@@ -128,6 +128,8 @@ def collect_staging(store: ObjectStore, applied_epoch: int) -> None:
     if applied_epoch <= wm:
         return
     numbers = epoch_numbers(store)
+    # deleted here, not in the background: a barrier takes a staged file that no epoch above the
+    # watermark lists for a new one, so every such file must be gone before the watermark moves
     for n in sorted(n for n in numbers if wm < n <= applied_epoch):
         for keys in load_epoch(store, n)["batches"].values():
             for k in keys:

@@ -9,7 +9,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from . import versioned
-from .object_store import ObjectStore
+from .object_store import ObjectStore, delete_in_background
 
 
 @dataclass
@@ -83,8 +83,9 @@ def load(store: ObjectStore, obj: str) -> Manifest:
 def commit(store: ObjectStore, manifest: Manifest, dropped: list[str], grace_seconds: float) -> Manifest:
     """Publish the next version of `manifest`; files it no longer lists become garbage.
 
-    Garbage older than the grace period is deleted after the commit (a reader that loaded an older
-    version a moment ago can still finish reading it).
+    Garbage older than the grace period is deleted after the commit, on a background thread (a
+    reader that loaded an older version a moment ago can still finish reading it); with no grace
+    period, the files this commit drops are deleted before it returns.
     """
     now = time.time()
     keep, expired = [], []
@@ -97,8 +98,7 @@ def commit(store: ObjectStore, manifest: Manifest, dropped: list[str], grace_sec
     )
     versioned.commit(store, manifest_prefix(manifest.object), nxt.version, nxt.to_json(),
                      f"commit of {manifest.object!r}")
-    for g in expired:
-        store.delete(g["key"])
+    delete_in_background(store, [g["key"] for g in expired])
     if grace_seconds <= 0:
         for k in dropped:
             store.delete(k)
