@@ -198,6 +198,20 @@ def test_expired_garbage_is_deleted_after_the_commit_on_a_background_thread(tmp_
     assert not store.exists("objects/x/state/output/old.parquet")
 
 
+def test_a_large_file_is_deleted_a_slice_at_a_time(tmp_path, monkeypatch):
+    from dagster_rw.storage import object_store
+
+    store = LocalStore(str(tmp_path))
+    store.write_bytes("objects/x/big.parquet", b"x" * 1000)
+    sizes = []
+    truncate = object_store.os.truncate
+    monkeypatch.setattr(object_store, "_SHRINK_STEP", 300)
+    monkeypatch.setattr(object_store.os, "truncate", lambda path, size: (sizes.append(size), truncate(path, size)))
+    store.delete_gradually("objects/x/big.parquet")
+    assert sizes == [700, 400, 100] and not store.exists("objects/x/big.parquet")
+    store.delete_gradually("objects/x/big.parquet")  # already gone: nothing to do
+
+
 def test_background_merges_are_adopted_by_later_steps_and_committed_at_close(tmp_path):
     wh = str(tmp_path / "wh")
     conn = dagster_rw.connect(wh, gc_grace_seconds=0, compact_max_files=3)
