@@ -186,6 +186,9 @@ class Warehouse:
                 return False
             raise ProgrammingError(f'relation "{name}" already exists')
         cols = list(columns)
+        for c in cols:
+            if c.name in pk and c.type.endswith("[]"):
+                raise ProgrammingError(f"{name!r}: column {c.name!r} of type {c.type} cannot be part of a primary key")
         stream_key = list(pk)
         if not pk:
             cols.append(Column(ROW_ID, "bigint", hidden=True))

@@ -151,7 +151,36 @@ class Planner:
         node, _names = self.plan_query(distinct_on_as_row_number(aggregate_filters_as_case(query)))
         if emit_on_window_close:
             node = self.emit_on_window_close(node, query)
+        self.refuse_array_keys(node)
         return number_nodes(node)
+
+    def refuse_array_keys(self, root: Node) -> None:
+        """Refuse an array column wherever rows are keyed, grouped, matched or ordered by it (GROUP
+        BY, DISTINCT, set operations, join keys, ORDER BY, window partitions, MIN/MAX, COUNT
+        DISTINCT): state files are sorted and searched by such columns, and lists cannot be."""
+        def check(node: Node, cols, what: str) -> None:
+            for i in cols:
+                c = node.columns[i]
+                if c.type.endswith("[]"):
+                    raise self.refuse(f"an array column ({c.name}, {c.type}) as {what}")
+
+        for node in root.walk():
+            if isinstance(node, Join):
+                check(node.left, node.left_keys, "a join key")
+                check(node.right, node.right_keys, "a join key")
+            elif isinstance(node, Aggregate):
+                check(node.child, node.group, "a GROUP BY key")
+                for a in node.aggs:
+                    if a.func in ("min", "max") or a.distinct:
+                        check(node.child, [a.arg], f"the argument of {a.func.upper()}"
+                                                   f"{'(DISTINCT ...)' if a.distinct else ''}")
+                    check(node.child, [o for o, _, _ in a.order], "an aggregate's ORDER BY key")
+            elif isinstance(node, (TopN, OverWindow)):
+                check(node.child, [o.column for o in node.order], "an ORDER BY key")
+                check(node.child, getattr(node, "partition", []), "a PARTITION BY key")
+            elif isinstance(node, DynamicFilter):
+                check(node.left, [node.column], "a compared column")
+            check(node, node.stream_key, "a key of the view's rows (GROUP BY, DISTINCT, a set operation)")
 
     # -- EMIT ON WINDOW CLOSE --------------------------------------------------------------------
     def emit_on_window_close(self, root: Node, query) -> Node:
@@ -1196,6 +1225,8 @@ class Planner:
         t = pre.columns[a.arg].type
         if a.func in ("min", "max"):
             return t
+        if t.endswith("[]") and a.func in ("sum", "avg"):
+            raise self.refuse(f"{a.func.upper()} over {t}")
         if a.func == "sum":
             if t in _INT_TYPES:
                 return "bigint"

@@ -141,7 +141,9 @@ class LocalStore(ObjectStore):
     def delete_gradually(self, key: str) -> None:
         """delete(), a large file first shrunk a slice at a time: freeing all of its blocks at once
         holds up every fsync on the file system meanwhile (commits of steps stall for a tenth of a
-        second per few hundred megabytes), as RocksDB's rate-limited deletions also avoid."""
+        second per few hundred megabytes), as RocksDB's rate-limited deletions also avoid. Only for
+        garbage past its grace period: unlike an unlink, shrinking also cuts off a reader that still
+        has the file open."""
         path = self._path(key)
         try:
             size = os.path.getsize(path)

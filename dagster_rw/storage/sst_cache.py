@@ -513,9 +513,10 @@ def union_admits(paths: list[str], cols: list[str], needles: np.ndarray) -> np.n
     total = count + sum(len(k) for k in new_keys)
     if total > _UNION_MAX_KEYS:
         return None
-    if admits is None or len(admits) < 8 * total:  # too full: a new one with room to grow
+    if admits is None or len(admits) < 8 * total:  # none yet, or too full: a new one with room to grow
+        if admits is not None:
+            new_keys = [_index(_file(path), cols_t)[1] for path in paths]
         admits = np.zeros(1 << max(10, (16 * total - 1).bit_length()), bool)
-        new_keys = [_index(_file(path), cols_t)[1] for path in paths]
     for keys in new_keys:
         admits[_slot(keys, len(admits))] = True
     with _lock:
