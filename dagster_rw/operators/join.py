@@ -145,7 +145,9 @@ class InnerJoinOp(JoinSides, Operator):
         if found is None:
             return None
         matched, right = found
-        left = dl.take(pa.array(matched))
+        # every left row matched, in order (a foreign key into a dimension): no copy needed
+        every = len(matched) == dl.num_rows and (not len(matched) or (matched == np.arange(len(matched))).all())
+        left = dl if every else dl.take(pa.array(matched))
         nl = len(self.node.left.columns)
         columns = [left.column(c) for c in self.lcols()] + [right.column(c) for c in self.rcols()]
         names = [cname(i) for i in range(nl + len(self.rcols()))]

@@ -406,10 +406,10 @@ def rows_from(path: str, col: str, value, count: int, descending: bool):
     return f.table.slice(nulls + start, end - start), exhausted
 
 
-def positions(path: str, cols: list[str], needles: np.ndarray):
-    """Where each needle (key codes, in any order, repeats allowed) sits in one sorted file whose
-    primary key is `cols`: (the file's rows, row positions, found mask); None when the file's key
-    cannot be searched."""
+def positions(path: str, cols: list[str], needles: np.ndarray, in_order: bool = False):
+    """Where each needle (key codes, in any order, repeats allowed; `in_order`: sorted) sits in one
+    sorted file whose primary key is `cols`: (the file's rows, row positions, found mask); None
+    when the file's key cannot be searched."""
     f = _file(path)
     idx = _index(f, tuple(cols))
     if idx is None:
@@ -417,8 +417,18 @@ def positions(path: str, cols: list[str], needles: np.ndarray):
     nulls, keys = idx
     if not len(keys) or not len(needles):
         return f.table, np.zeros(len(needles), np.int64), np.zeros(len(needles), bool)
-    pos, hit = _find_unique(f, tuple(cols), keys, needles, in_order=False)
+    pos, hit = _find_unique(f, tuple(cols), keys, needles, in_order=in_order)
     return f.table, pos + nulls, hit
+
+
+def has_tombstones(path: str, column: str) -> bool:
+    """Whether the boolean column `column` of a file (a state file's `_del`) is ever true: a lookup
+    into a file without tombstones need not read that column."""
+    f = _file(path)
+    name = ("any", column)
+    if name not in f.indexes:
+        f.indexes[name] = bool(pc.any(f.table.column(column)).as_py())
+    return f.indexes[name]
 
 
 def _find_unique(f: _File, cols: tuple[str, ...], keys: np.ndarray, needles: np.ndarray, in_order: bool):
@@ -532,6 +542,157 @@ _UNION_ENTRIES = 32  # state tables whose newer files have a filter (least recen
 _UNION_MAX_KEYS = 1 << 22  # at most 16 slots (bytes) per key: 64 MB per filter
 
 
+class _Holders:
+    """Which file of a state table holds the newest version of each key, over the range of a
+    dense integer key (its oldest file's keys fill at least half of their range, as a fact table's
+    ids do): one generation number per key value. A lookup then searches each wanted key in the one
+    file that holds it, whatever the number and size of the newer files (a table updated at random
+    keeps a fair share of its keys in newer files, every one of which a search newest-first probes
+    for every key). Generation 0 stands for the oldest file, which may or may not hold the key; an
+    appended file's keys get its generation; a merge of newer files maps their generations to the
+    merged file's. Kept per oldest file, brought up to date from the file list a lookup passes."""
+
+    def __init__(self, low: int, size: int, base_keys: int):
+        self.low = low
+        self.owner = np.zeros(size, np.uint16)
+        self.final = np.zeros(1, np.uint16)  # generation -> generation of the file now holding its keys
+        self.gen_of: dict[str, int] = {}  # newer file listed -> its generation
+        self.epochs: dict[str, tuple[int, int]] = {}  # newer file listed -> its epoch range
+        self.order: list[str] = []  # the newer files, oldest first
+        self.keys = base_keys  # keys counted so far (bounds the range the map may grow to)
+
+    def _new_gen(self) -> int | None:
+        gen = len(self.final)
+        if gen >= _HOLDER_GENERATIONS:
+            return None  # rebuilt from the files listed, with fresh generations
+        self.final = np.append(self.final, np.uint16(gen))
+        return gen
+
+    def _append(self, path: str, cols: tuple[str, ...], epochs: tuple[int, int]) -> bool:
+        idx = _index(_file(path), cols)
+        if idx is None or idx[0] or idx[1].dtype.kind not in "iu":
+            return False
+        keys = idx[1]
+        gen = self._new_gen()
+        if gen is None:
+            return False
+        self.keys += len(keys)
+        if len(keys):
+            lo, hi, end = int(keys[0]), int(keys[-1]), self.low + len(self.owner)
+            if lo < self.low or hi >= end:
+                new_low, top = min(lo, self.low), max(hi + 1, end)
+                size = top - new_low + (top - new_low) // 4  # room for the ids still to come
+                if size > min(4 * self.keys + (1 << 16), _HOLDER_MAX_SLOTS):
+                    return False  # the keys spread too thin for a map by value
+                grown = np.zeros(size, np.uint16)
+                grown[self.low - new_low:self.low - new_low + len(self.owner)] = self.owner
+                self.owner, self.low = grown, new_low
+            self.owner[keys.astype(np.int64) - self.low] = gen
+        self.gen_of[path], self.epochs[path] = gen, epochs
+        self.order.append(path)
+        return True
+
+    def _merge(self, path: str, epochs: tuple[int, int], gone: list[str]) -> bool:
+        """A file this process merged from a run of the files the map holds (note_merge): every key
+        they held is in it, at its newest version among them."""
+        with _lock:
+            run = list(_merged_from.get(path, ()))
+        if not run or not all(p in gone for p in run):
+            return False  # not known to replace files the map saw (and only those): rebuild
+        at = self.order.index(run[0])
+        if self.order[at:at + len(run)] != run:
+            return False
+        gen = self._new_gen()
+        if gen is None:
+            return False
+        self.final[np.isin(self.final, [self.gen_of[p] for p in run])] = gen
+        for p in run:
+            gone.remove(p)
+            del self.gen_of[p], self.epochs[p]
+        self.order[at:at + len(run)] = [path]
+        self.gen_of[path], self.epochs[path] = gen, epochs
+        return True
+
+    def sync(self, paths: list[str], epochs: list[tuple[int, int]], cols: tuple[str, ...]) -> bool:
+        """Bring the map up to a file list that follows the one it describes (files appended, runs
+        of files merged into one); False when the list does not follow it."""
+        listed = set(paths[1:])
+        if [p for p in paths[1:] if p in self.gen_of] != [p for p in self.order if p in listed]:
+            return False
+        gone = [p for p in self.order if p not in listed]
+        for i, path in enumerate(paths[1:], start=1):
+            if path in self.gen_of:
+                continue
+            if gone and self._merge(path, epochs[i], gone):
+                continue
+            if self.order and self.order[-1] not in paths[1:i]:
+                return False  # a new file older than a file the map holds: not an append
+            if not self._append(path, cols, epochs[i]):
+                return False
+        return not gone and self.order == paths[1:]
+
+    def holders(self, paths: list[str], needles: np.ndarray) -> np.ndarray:
+        position = np.full(len(self.final), -1, np.int64)
+        position[0] = 0
+        for i, path in enumerate(paths[1:], start=1):
+            position[self.gen_of[path]] = i
+        offset = needles.astype(np.int64) - self.low
+        inside = (offset >= 0) & (offset < len(self.owner))
+        out = np.full(len(needles), -1, np.int64)  # outside the map's range no file holds a key
+        out[inside] = position[self.final[self.owner[offset[inside]]]]
+        return out
+
+
+def newest_holders(paths: list[str], epochs: list[tuple[int, int]], cols: list[str],
+                   needles: np.ndarray) -> np.ndarray | None:
+    """For each needle (integer codes of a state table's whole primary key), the index in `paths`
+    (the table's files, oldest first; `epochs`: their epoch ranges) of the newest file holding
+    that key (0: only the oldest file may), or -1 when no file holds it. None when the oldest
+    file's keys are not a dense integer range, or the newer files' keys spread too thin (then the
+    caller searches the files newest first)."""
+    if len(paths) < 2 or needles.dtype.kind not in "iu":
+        return None
+    entry_key = (paths[0], tuple(cols))
+    with _holder_lock:
+        entry = _holders.get(entry_key, None)
+        if entry is False:
+            return None  # this oldest file's keys (or its newer files') cannot be mapped
+        if entry is None or not entry.sync(paths, epochs, entry_key[1]):
+            f = _file(paths[0])
+            idx = _index(f, entry_key[1])
+            if idx is None or idx[0] or _dense(f, entry_key[1], idx[1]) is None:
+                entry = None
+            else:
+                keys = idx[1]
+                entry = _Holders(int(keys[0]), int(keys[-1]) - int(keys[0]) + 1, len(keys))
+                if not entry.sync(paths, epochs, entry_key[1]):
+                    entry = None
+        _holders[entry_key] = entry if entry is not None else False
+        _holders.move_to_end(entry_key)
+        while len(_holders) > _HOLDER_ENTRIES:
+            _holders.popitem(last=False)
+        return entry.holders(paths, needles) if entry is not None else None
+
+
+def note_merge(merged: str, group: list[str]) -> None:
+    """Remember that the file `merged` holds the rows of the files `group` (oldest first) merged,
+    each key's newest version among them, tombstones kept: the holders map follows such merges."""
+    with _lock:
+        _merged_from[merged] = tuple(group)
+        _merged_from.move_to_end(merged)
+        while len(_merged_from) > _MERGES_NOTED:
+            _merged_from.popitem(last=False)
+
+
+_merged_from: OrderedDict[str, tuple[str, ...]] = OrderedDict()
+_MERGES_NOTED = 256
+_holders: OrderedDict[tuple, _Holders | bool] = OrderedDict()
+_holder_lock = threading.Lock()
+_HOLDER_ENTRIES = 8  # state tables with a map (least recently used dropped)
+_HOLDER_GENERATIONS = 1 << 16  # uint16 generations; past them the map is rebuilt
+_HOLDER_MAX_SLOTS = 1 << 28
+
+
 def _dense(f: _File, cols: tuple[str, ...], keys: np.ndarray):
     """For a file of distinct integer keys that fill at least half of their range: (lowest key, the
     row of each key value from it, -1 where absent). A lookup is then one gather per key instead
@@ -600,4 +761,6 @@ def clear() -> None:
     with _lock:
         _cache.clear()
         _unions.clear()
+        _holders.clear()
+        _merged_from.clear()
         _bytes = 0

@@ -20,6 +20,7 @@ from .manifest import SstFile
 from .object_store import ObjectStore
 
 EPOCH = "_epoch"
+USE_HOLDERS = True
 DELETED = "_del"
 
 
@@ -152,6 +153,10 @@ class StateTable:
         there are several newer files, one filter over all of them first sets aside the keys none
         of them holds: those are looked for in the oldest file only."""
         paths = [self.store.local_path(f.key) for f in self.files]
+        holders = None if want_null or not USE_HOLDERS else sst_cache.newest_holders(
+            paths, [(f.epoch_from, f.epoch_to) for f in self.files], self.pk, wanted)
+        if holders is not None:  # each key is searched in the one file holding its newest version
+            return self._lookup_in_holders(paths, holders, wanted)
         maybe = sst_cache.union_admits(paths[1:], self.pk, wanted) if len(paths) > 2 else None
         left = np.ones(len(wanted), bool)  # not found yet
         parts = []
@@ -176,6 +181,31 @@ class StateTable:
         rows = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
         return rows.filter(pc.invert(rows.column(DELETED))).select(self.columns)
 
+    def _lookup_in_holders(self, paths: list[str], holders: np.ndarray, wanted: np.ndarray) -> pa.Table:
+        """The live rows of the wanted keys (codes of the one integer key column), each read from the
+        file holding its newest version; the key column comes from the codes themselves, and a
+        file's tombstone column is read only where it has tombstones."""
+        (key,) = self.pk
+        values = [c for c in self.columns if c != key]
+        parts = []
+        for i in np.unique(holders[holders >= 0]).tolist():
+            sub = wanted[holders == i]
+            got = sst_cache.positions(paths[i], self.pk, sub, in_order=True)
+            if got is None:
+                raise AssertionError("a file the holders map indexed cannot be searched")
+            table, pos, hit = got
+            if not hit.any():
+                continue
+            dead = sst_cache.has_tombstones(paths[i], DELETED)
+            found = table.select(values + ([DELETED] if dead else [])).take(pa.array(pos[hit]))
+            found = found.add_column(0, key, pa.array(sub[hit]).cast(self.schema.field(key).type))
+            if dead:
+                found = found.filter(pc.invert(found.column(DELETED)))
+            parts.append(found.select(self.columns).cast(self.schema))
+        if not parts:
+            return self.schema.empty_table()
+        return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+
     def find(self, keys: pa.Table, cols: list[str]):
         """For each row of `keys`, the live row whose primary key equals that row's `cols`:
         (positions of the matched rows of `keys`, the state rows in the same order), searching
@@ -199,6 +229,11 @@ class StateTable:
             if got is None:
                 return None
             table, pos, hit = got
+            if not sst_cache.has_tombstones(self.store.local_path(f.key), DELETED):
+                matched.append(pending[hit])
+                rows.append(table.select(self.columns).take(pa.array(pos[hit])).cast(self.schema))
+                pending = pending[~hit]
+                continue
             found = table.select(self.columns + [DELETED]).take(pa.array(pos[hit]))
             live = np.asarray(pc.invert(found.column(DELETED)))
             matched.append(pending[hit][live])
@@ -305,7 +340,10 @@ class StateTable:
             rel = None
         if rel is None:
             rel = self.engine.sql(self._merge_query(full_merge), rw_state=source)
-        return self._write(rel, group[0].epoch_from, group[-1].epoch_to)
+        merged = self._write(rel, group[0].epoch_from, group[-1].epoch_to)
+        if not full_merge:  # lookups' map of the file holding each key follows the merge
+            sst_cache.note_merge(self.store.local_path(merged.key), [self.store.local_path(f.key) for f in group])
+        return merged
 
     def _merge_query(self, full_merge: bool) -> str:
         """Files' rows merged into one file's: each key's newest version; tombstones too unless
