@@ -421,6 +421,21 @@ def positions(path: str, cols: list[str], needles: np.ndarray, in_order: bool = 
     return f.table, pos + nulls, hit
 
 
+def build_indexes(path: str, cols: list[str]) -> None:
+    """Build a file's key indexes for lookups by `cols` now (a merged file, on the merging thread),
+    so that the first step to look a key up in it does not pay for them."""
+    f = _file(path)
+    idx = _index(f, tuple(cols))
+    if idx is None or not len(idx[1]):
+        return
+    keys = idx[1]
+    if _dense(f, tuple(cols), keys) is None:
+        if len(keys) >= _SPARSE_MIN_ROWS:
+            _sparse(f, tuple(cols), keys)
+        elif keys.dtype.kind in "iu":
+            _filter(f, tuple(cols), keys)
+
+
 def has_tombstones(path: str, column: str) -> bool:
     """Whether the boolean column `column` of a file (a state file's `_del`) is ever true: a lookup
     into a file without tombstones need not read that column."""

@@ -341,8 +341,12 @@ class StateTable:
         if rel is None:
             rel = self.engine.sql(self._merge_query(full_merge), rw_state=source)
         merged = self._write(rel, group[0].epoch_from, group[-1].epoch_to)
+        path = self.store.local_path(merged.key)
         if not full_merge:  # lookups' map of the file holding each key follows the merge
-            sst_cache.note_merge(self.store.local_path(merged.key), [self.store.local_path(f.key) for f in group])
+            sst_cache.note_merge(path, [self.store.local_path(f.key) for f in group])
+        cols = sst_cache.usable_prefix(self.schema, self.pk) if self.pk and merged.rows else []
+        if cols and isinstance(self.engine, DuckEngine) and sst_cache.cached(path) is not None:
+            sst_cache.build_indexes(path, cols)  # here (off the step's path when merging in the background)
         return merged
 
     def _merge_query(self, full_merge: bool) -> str:
