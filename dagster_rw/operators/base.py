@@ -54,19 +54,39 @@ def consolidate_sql(cols: list[str], source: str = "d") -> str:
     return f"SELECT {c}, CAST(sum({W}) AS BIGINT) AS {W} FROM {source} GROUP BY {c} HAVING sum({W}) <> 0"
 
 
-def rows_equal(a: pa.Table, b: pa.Table, cols: list[str]) -> np.ndarray | None:
-    """Row i of `a` equals row i of `b` in every column (NULL equals NULL), or None when Arrow
-    cannot compare a column type."""
-    same = np.ones(a.num_rows, bool)
-    for c in cols:
+def rows_equal(a: pa.Table, b: pa.Table, cols: list[str], a_rows: np.ndarray | None = None,
+               b_rows: np.ndarray | None = None) -> np.ndarray | None:
+    """Whether row a_rows[i] of `a` equals row b_rows[i] of `b` (default: row i of each) in every
+    column (NULL equals NULL), or None when Arrow cannot compare a column type. Each column is
+    compared only for the pairs equal in the columns before it (rows that change usually differ
+    in the first value column, so the others cost little)."""
+    n = a.num_rows if a_rows is None else len(a_rows)
+    same = np.zeros(n, bool)
+    cand = np.arange(n)  # the pairs equal so far
+    for i, c in enumerate(cols):
+        if not len(cand):
+            break
         x, y = a.column(c), b.column(c)
+        narrowed = i > 0 and len(cand) < n
+        if a_rows is not None or narrowed:
+            x = x.take(pa.array(cand if a_rows is None else a_rows[cand]))
+        if b_rows is not None or narrowed:
+            y = y.take(pa.array(cand if b_rows is None else b_rows[cand]))
         try:
             eq = pc.equal(x, y)
             if eq.null_count:
                 eq = pc.fill_null(pc.or_kleene(eq, pc.and_(pc.is_null(x), pc.is_null(y))), False)
         except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
             return None
-        same &= np.asarray(eq)
+        cand = cand[np.asarray(eq)]
+    else:
+        same[cand] = True
+        return same
+    for c in cols[i:]:  # no pair left: the remaining types must still compare
+        try:
+            pc.equal(a.column(c).slice(0, 0), b.column(c).slice(0, 0))
+        except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
+            return None
     return same
 
 
@@ -100,7 +120,7 @@ def _cancel_pairs(delta: pa.Table, cols: list[str]) -> pa.Table | None:
     a, b = order[tie], order[tie + 1]
     if (w[a] == w[b]).any():  # the same row twice with one sign: weights add up, SQL does that
         return None
-    same = rows_equal(delta.take(pa.array(a)), delta.take(pa.array(b)), cols)
+    same = rows_equal(delta, delta, cols, a, b)
     if same is None:
         return None
     keep = np.ones(delta.num_rows, bool)
@@ -142,7 +162,7 @@ def _state_writes_in_arrow(delta: pa.Table, cols: list[str], pk: list[str]) -> p
         mixed = ins[a] != ins[b]  # two deletes sharing a hash are two keys (unique per key and sign)
         deleted = np.where(ins[a], b, a)[mixed]
         inserted = np.where(ins[a], a, b)[mixed]
-        same = rows_equal(delta.take(pa.array(deleted)), delta.take(pa.array(inserted)), pk)
+        same = rows_equal(delta, delta, pk, deleted, inserted)
         if same is None:
             return None
         dels[deleted[same]] = False

@@ -302,8 +302,7 @@ def _apply_batches_in_arrow(wh, obj: CatalogObject, m: Manifest, staged: pa.Tabl
         paired = new_codes[pos] == old_codes
         replaced = paired
         same = paired.copy()
-        idx = pa.array(pos[paired])
-        equal = rows_equal(old.filter(pa.array(paired)), new.take(idx), cols)
+        equal = rows_equal(old, new, [c for c in cols if c not in pk] + pk, np.flatnonzero(paired), pos[paired])
         if equal is None:
             return None  # a type Arrow cannot compare: SQL decides
         same[paired] = equal
@@ -437,10 +436,9 @@ def _write_changelog(wh, engine, obj: CatalogObject, delta, start: int, target: 
 
 def _insert_delete_counts(engine, delta) -> dict:
     if isinstance(delta, pa.Table):
-        w = delta.column(W)
-        pos = pc.sum(pc.if_else(pc.greater(w, 0), w, 0)).as_py() or 0
-        neg = pc.sum(pc.if_else(pc.less(w, 0), pc.negate(w), 0)).as_py() or 0
-        return {"ins": pos, "del": neg}
+        w = delta.column(W).to_numpy()
+        total, moved = int(w.sum()), int(np.abs(w).sum())
+        return {"ins": (moved + total) // 2, "del": (moved - total) // 2}
     counts = engine.sql(
         f"SELECT coalesce(sum(CASE WHEN {W} > 0 THEN {W} END), 0) AS ins, "
         f"coalesce(-sum(CASE WHEN {W} < 0 THEN {W} END), 0) AS del FROM rw_delta", rw_delta=delta)
