@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
+from .. import types as sqltypes
 from ..engine.duck import quote
 from ..sql.plan import cname
 from .base import (
@@ -30,6 +31,11 @@ class JoinSides:
     """Helpers shared by the inner and outer join operators."""
 
     node = None
+    prunes = False  # keep the columns nothing above reads out of the state (an inner join)
+
+    def unused(self) -> set[int]:
+        """Output positions left out of the state and output as NULL (Join.unused)."""
+        return set(self.node.unused) if self.prunes else set()
 
     def side_pk(self, side: str) -> list[str]:
         child = self.node.left if side == "left" else self.node.right
@@ -41,16 +47,20 @@ class JoinSides:
         return pk
 
     def state_tables(self):
+        left, right = row_schema(self.node.left), row_schema(self.node.right)
         return {
-            "left": (self.side_pk("left"), row_schema(self.node.left)),
-            "right": (self.side_pk("right"), row_schema(self.node.right)),
+            "left": (self.side_pk("left"), pa.schema([left.field(c) for c in self.lcols()])),
+            "right": (self.side_pk("right"), pa.schema([right.field(c) for c in self.rcols()])),
         }
 
     def lcols(self):
-        return [cname(i) for i in range(len(self.node.left.columns))]
+        """The left side's columns the join keeps (in its state and its output)."""
+        unused = self.unused()
+        return [cname(i) for i in range(len(self.node.left.columns)) if i not in unused]
 
     def rcols(self):
-        return [cname(i) for i in range(len(self.node.right.columns))]
+        nl, unused = len(self.node.left.columns), self.unused()
+        return [cname(i) for i in range(len(self.node.right.columns)) if nl + i not in unused]
 
     def lkeys(self):
         return [cname(k) for k in self.node.left_keys]
@@ -59,10 +69,14 @@ class JoinSides:
         return [cname(k) for k in self.node.right_keys]
 
     def output_select(self, weight: str) -> str:
-        nl = len(self.node.left.columns)
-        left = [f"l.{quote(c)} AS {quote(c)}" for c in self.lcols()]
-        right = [f"r.{quote(c)} AS {quote(cname(nl + i))}" for i, c in enumerate(self.rcols())]
-        return ", ".join(left + right + [f"{weight} AS {W}"])
+        nl, unused = len(self.node.left.columns), self.unused()
+        out = []
+        for i, col in enumerate(self.node.columns):
+            if i in unused:
+                out.append(f"CAST(NULL AS {sqltypes.duckdb_type(col.type)}) AS {quote(cname(i))}")
+            else:
+                out.append(f"{'l' if i < nl else 'r'}.{quote(cname(i if i < nl else i - nl))} AS {quote(cname(i))}")
+        return ", ".join(out + [f"{weight} AS {W}"])
 
     def condition(self) -> str:
         cond = eq(self.lkeys(), self.rkeys(), "l", "r")
@@ -102,6 +116,8 @@ class JoinSides:
 
 
 class InnerJoinOp(JoinSides, Operator):
+    prunes = True
+
     def apply(self, inputs):
         dl, dr = inputs
         changed_l, changed_r = (not isinstance(d, pa.Table) or d.num_rows > 0 for d in (dl, dr))
@@ -148,10 +164,11 @@ class InnerJoinOp(JoinSides, Operator):
         # every left row matched, in order (a foreign key into a dimension): no copy needed
         every = len(matched) == dl.num_rows and (not len(matched) or (matched == np.arange(len(matched))).all())
         left = dl if every else dl.take(pa.array(matched))
-        nl = len(self.node.left.columns)
-        columns = [left.column(c) for c in self.lcols()] + [right.column(c) for c in self.rcols()]
-        names = [cname(i) for i in range(nl + len(self.rcols()))]
-        return pa.Table.from_arrays(columns + [left.column(W)], names + [W])
+        nl, unused, schema = len(self.node.left.columns), self.unused(), delta_schema(self.node)
+        columns = [pa.nulls(left.num_rows, schema.field(i).type) if i in unused else
+                   left.column(cname(i)) if i < nl else right.column(cname(i - nl))
+                   for i in range(len(self.node.columns))]
+        return pa.Table.from_arrays(columns + [left.column(W)], [cname(i) for i in range(len(columns))] + [W])
 
     def with_unit_weight(self, rel, cols):
         if isinstance(rel, pa.Table):

@@ -52,8 +52,10 @@ def _describe(node: Node) -> tuple[str, str]:
         lk = _names(node.left, node.left_keys)
         rk = _names(node.right, node.right_keys)
         cond = f", residual: {_named(node.residual, node.columns)}" if node.residual is not None else ""
+        unused = node.unused if node.kind == "inner" else []
+        pruned = f" (without {_names(node, unused)}: read by nothing above)" if unused else ""
         return (f"StreamHashJoin {{ type: {node.kind}, on: {lk} = {rk}{cond} }}",
-                f"left rows by {lk} + stream key, right rows by {rk} + stream key")
+                f"left rows by {lk} + stream key, right rows by {rk} + stream key{pruned}")
     if isinstance(node, WindowCloseAggregate):
         group = _names(node.child, node.group)
         return (f"StreamEowcAggregate {{ group: {group}, window: {node.child.columns[node.window].name}, "

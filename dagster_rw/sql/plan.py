@@ -80,6 +80,9 @@ class Join(Node):
     left_keys: list[int] = field(default_factory=list)
     right_keys: list[int] = field(default_factory=list)
     residual: exp.Expression | None = None  # over the combined columns c0.. (left then right)
+    # output positions nothing above the join reads (nor its keys): an inner join keeps them out
+    # of its state and outputs NULL there (set by prune_columns)
+    unused: list[int] = field(default_factory=list)
 
     @property
     def children(self):
@@ -235,3 +238,67 @@ def number_nodes(root: Node) -> Node:
     for i, node in enumerate(root.walk()):
         node.id = i
     return root
+
+
+def prune_columns(root: Node) -> Node:
+    """Mark, on every join, the output columns that nothing above it reads: not the view's output,
+    not a key or an expression, filter, group or argument of any operator above, not a stream key
+    on the way (RisingWave's column pruning, as far as joins go: a fact table's columns a view never
+    uses stay out of the join's state). Operators this does not know read all their input."""
+    nodes = list(root.walk())
+    if len({id(n) for n in nodes}) != len(nodes):
+        return root  # a node feeding two operators: leave every column
+    needed: dict[int, set[int]] = {id(root): set(range(len(root.columns)))}
+    for node in reversed(nodes):  # parents before their children
+        out = needed.get(id(node), set()) | set(node.stream_key)
+        if isinstance(node, Join) and type(node) is Join:
+            node.unused = sorted(set(range(len(node.columns))) - out - _join_reads(node))
+        for child, wants in zip(node.children, _child_reads(node, out)):
+            needed[id(child)] = needed.get(id(child), set()) | wants | set(child.stream_key)
+    return root
+
+
+def _refs(e: exp.Expression | None) -> set[int] | None:
+    """Positions of the columns `c<i>` an expression reads; None when it reads anything else."""
+    out: set[int] = set()
+    if e is None:
+        return out
+    for col in e.find_all(exp.Column):
+        name = col.name
+        if col.table or not (name.startswith("c") and name[1:].isdigit()):
+            return None
+        out.add(int(name[1:]))
+    return out
+
+
+def _join_reads(node: Join) -> set[int]:
+    """Output positions a join itself reads: its keys and its residual condition's columns."""
+    nl = len(node.left.columns)
+    residual = _refs(node.residual)
+    if residual is None:
+        return set(range(len(node.columns)))
+    return set(node.left_keys) | {nl + k for k in node.right_keys} | residual
+
+
+def _child_reads(node: Node, out: set[int]) -> list[set[int]]:
+    """For each child of `node`, the positions of its columns `node` reads to produce the output
+    columns `out` (all of them for operators not known here)."""
+    every = [set(range(len(c.columns))) for c in node.children]
+    if type(node) is Map:
+        reads = _refs(node.where)
+        for i in out:
+            more = _refs(node.exprs[i]) if i < len(node.exprs) else None
+            if reads is None or more is None:
+                return every
+            reads |= more
+        return [reads]
+    if type(node) is Join:
+        nl = len(node.left.columns)
+        wants = out | _join_reads(node)
+        return [{i for i in wants if i < nl}, {i - nl for i in wants if i >= nl}]
+    if type(node) is Aggregate:
+        reads = set(node.group)
+        for a in node.aggs:
+            reads |= ({a.arg} if a.arg is not None else set()) | set(a.extra) | {o for o, _, _ in a.order}
+        return [reads]
+    return every

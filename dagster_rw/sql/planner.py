@@ -36,6 +36,7 @@ from .plan import (
     agg_text,
     cname,
     number_nodes,
+    prune_columns,
 )
 from .semantics import typed_expression
 
@@ -152,7 +153,7 @@ class Planner:
         if emit_on_window_close:
             node = self.emit_on_window_close(node, query)
         self.refuse_array_keys(node)
-        return number_nodes(node)
+        return prune_columns(number_nodes(node))
 
     def refuse_array_keys(self, root: Node) -> None:
         """Refuse an array column wherever rows are keyed, grouped, matched or ordered by it (GROUP
