@@ -183,28 +183,30 @@ class StateTable:
 
     def _lookup_in_holders(self, paths: list[str], holders: np.ndarray, wanted: np.ndarray) -> pa.Table:
         """The live rows of the wanted keys (codes of the one integer key column), each read from the
-        file holding its newest version; the key column comes from the codes themselves, and a
-        file's tombstone column is read only where it has tombstones."""
-        (key,) = self.pk
-        values = [c for c in self.columns if c != key]
-        parts = []
-        for i in np.unique(holders[holders >= 0]).tolist():
-            sub = wanted[holders == i]
-            got = sst_cache.positions(paths[i], self.pk, sub, in_order=True)
-            if got is None:
-                raise AssertionError("a file the holders map indexed cannot be searched")
-            table, pos, hit = got
-            if not hit.any():
-                continue
-            dead = sst_cache.has_tombstones(paths[i], DELETED)
-            found = table.select(values + ([DELETED] if dead else [])).take(pa.array(pos[hit]))
-            found = found.add_column(0, key, pa.array(sub[hit]).cast(self.schema.field(key).type))
-            if dead:
-                found = found.filter(pc.invert(found.column(DELETED)))
-            parts.append(found.select(self.columns).cast(self.schema))
+        file holding its newest version. (Splitting a file's keys over two threads gained nothing
+        measurable inside a FLUSH, whose writers keep the second core busy.)"""
+        parts = [self._read_keys(paths[i], wanted[holders == i]) for i in np.unique(holders[holders >= 0]).tolist()]
+        parts = [p for p in parts if p.num_rows]
         if not parts:
             return self.schema.empty_table()
         return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+
+    def _read_keys(self, path: str, sub: np.ndarray) -> pa.Table:
+        """The live rows of one file for the keys `sub` (sorted codes of the one integer key
+        column); the key column comes from the codes themselves, and the file's tombstone column is
+        read only where it has tombstones."""
+        (key,) = self.pk
+        got = sst_cache.positions(path, self.pk, sub, in_order=True)
+        if got is None:
+            raise AssertionError("a file the holders map indexed cannot be searched")
+        table, pos, hit = got
+        dead = sst_cache.has_tombstones(path, DELETED)
+        values = [c for c in self.columns if c != key]
+        found = table.select(values + ([DELETED] if dead else [])).take(pa.array(pos[hit]))
+        found = found.add_column(0, key, pa.array(sub[hit]).cast(self.schema.field(key).type))
+        if dead:
+            found = found.filter(pc.invert(found.column(DELETED)))
+        return found.select(self.columns).cast(self.schema)
 
     def find(self, keys: pa.Table, cols: list[str]):
         """For each row of `keys`, the live row whose primary key equals that row's `cols`:
@@ -266,10 +268,13 @@ class StateTable:
             parts = [r.select(self.columns + [DELETED]) for r in staged if r.num_rows]
             if not parts:
                 return None
+            # one part that its maker sorted by this table's key (operators.base.in_key_order)
+            ordered = len(parts) == 1 and (staged[0].schema.metadata or {}).get(
+                b"dagster_rw.key_order") == ",".join(self.pk).encode()
             rel = pa.concat_tables([p.cast(pa.schema([full.field(n) for n in p.column_names])) for p in parts])
             rel = rel.append_column(EPOCH, pa.array(np.full(rel.num_rows, epoch_to, np.int64)))
-            return prepare_sst(self.store, self.engine, rel.select(full.names), self.key_dir, self.pk,
-                               epoch_from, epoch_to)
+            return prepare_sst(self.store, self.engine, rel.select(full.names).replace_schema_metadata(None),
+                               self.key_dir, self.pk, epoch_from, epoch_to, ordered=ordered)
         cols = ", ".join(quote(c) for c in self.columns)
         rels = {f"r{i}": r for i, r in enumerate(staged)}
         union = " UNION ALL ".join(f"SELECT {cols}, {DELETED} FROM r{i}" for i in range(len(rels)))
@@ -402,10 +407,12 @@ class PreparedSst:
 
 
 def prepare_sst(store: ObjectStore, engine: Engine, rel, key_dir: str, sort_keys: list[str],
-                epoch_from: int, epoch_to: int) -> PreparedSst:
+                epoch_from: int, epoch_to: int, ordered: bool = False) -> PreparedSst:
+    """A step file to be (`ordered`: Arrow rows already sorted by `sort_keys`)."""
     name = f"{epoch_from:020d}-{epoch_to:020d}-{uuid.uuid4().hex[:12]}.parquet"
     key = f"{key_dir}/{name}"
-    table = sort_for_sst(rel, sort_keys) if isinstance(rel, pa.Table) else None
+    table = (rel if ordered and not any(pa.types.is_interval(f.type) for f in rel.schema) else
+             sort_for_sst(rel, sort_keys)) if isinstance(rel, pa.Table) else None
     if table is not None:
         sst_cache.put(store.cache_path(key), table)
     return PreparedSst(store, engine, key, rel, table, sort_keys, epoch_from, epoch_to)
