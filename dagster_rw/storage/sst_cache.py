@@ -684,7 +684,9 @@ def newest_holders(paths: list[str], epochs: list[tuple[int, int]], cols: list[s
                     entry = None
         _holders[entry_key] = entry if entry is not None else False
         _holders.move_to_end(entry_key)
-        while len(_holders) > _HOLDER_ENTRIES:
+        # bounded by count and by memory (a map takes 2 bytes per value of its key range)
+        while len(_holders) > 1 and (len(_holders) > _HOLDER_ENTRIES or sum(
+                h.owner.nbytes for h in _holders.values() if h) > _HOLDER_BYTES):
             _holders.popitem(last=False)
         return entry.holders(paths, needles) if entry is not None else None
 
@@ -704,6 +706,7 @@ _MERGES_NOTED = 256
 _holders: OrderedDict[tuple, _Holders | bool] = OrderedDict()
 _holder_lock = threading.Lock()
 _HOLDER_ENTRIES = 8  # state tables with a map (least recently used dropped)
+_HOLDER_BYTES = 1 << 29  # and their maps' bytes at most
 _HOLDER_GENERATIONS = 1 << 16  # uint16 generations; past them the map is rebuilt
 _HOLDER_MAX_SLOTS = 1 << 28
 

@@ -269,7 +269,8 @@ class StateTable:
             if not parts:
                 return None
             # one part that its maker sorted by this table's key (operators.base.in_key_order)
-            ordered = len(parts) == 1 and (staged[0].schema.metadata or {}).get(
+            filled = [r for r in staged if r.num_rows]
+            ordered = len(filled) == 1 and (filled[0].schema.metadata or {}).get(
                 b"dagster_rw.key_order") == ",".join(self.pk).encode()
             rel = pa.concat_tables([p.cast(pa.schema([full.field(n) for n in p.column_names])) for p in parts])
             rel = rel.append_column(EPOCH, pa.array(np.full(rel.num_rows, epoch_to, np.int64)))
