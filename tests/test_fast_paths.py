@@ -18,6 +18,7 @@ from dagster_rw.operators.aggregate import AggregateOp
 from dagster_rw.operators.base import W, consolidate_sql, state_upsert_sql
 from dagster_rw.runtime import epochs, step
 from dagster_rw.storage import sst_cache
+from dagster_rw.storage.state_table import KEY_ORDER
 
 _ENGINE = DuckEngine(threads=1)
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
@@ -171,7 +172,7 @@ def test_the_map_of_newest_holders_finds_what_searching_every_file_finds(tmp_pat
         monkeypatch.setattr(state_table, "USE_HOLDERS", True)
         paths = [table.store.local_path(f.key) for f in table.files]
         wanted = np.array(sorted(probe), np.int64)
-        holders = sst_cache.newest_holders(paths, [(f.epoch_from, f.epoch_to) for f in table.files], ["k"], wanted)
+        holders = sst_cache.newest_holders(paths, ["k"], wanted)
         held = [set(sst_cache.read(p).column("k").to_pylist()) for p in paths]
         if len(paths) > 1 and held[0] and max(held[0]) - min(held[0]) < 2 * len(held[0]):  # a dense oldest file
             assert holders is not None
@@ -355,7 +356,7 @@ def test_state_writes_in_arrow_equal_sql(monkeypatch, sort_kind, weak, by_key, r
     want = _ENGINE.sql(state_upsert_sql(["a", "b", "v"], ["a", "b"], "d"), d=delta)
     got = base.state_writes(_ENGINE, delta, ["a", "b", "v"], ["a", "b"])
     assert sorted(map(str, got.to_pylist())) == sorted(map(str, want.to_pylist()))
-    marked = (got.schema.metadata or {}).get(base.KEY_ORDER) == b"a,b"  # the state file is written unsorted
+    marked = (got.schema.metadata or {}).get(KEY_ORDER) == b"a,b"  # the state file is written unsorted
     if by_key and delta.num_rows > 1:  # in key order already: the state file's sort has nothing to do
         assert marked
     if marked:

@@ -15,6 +15,7 @@ from .. import types as sqltypes
 from ..engine.duck import quote
 from ..sql.plan import Node, cname
 from ..storage import sst_cache
+from ..storage.state_table import in_key_order
 
 W = "_w"
 DELETED = "_del"
@@ -189,15 +190,6 @@ def _state_writes_by_key_order(delta: pa.Table, cols: list[str], pk: list[str]) 
         keep[np.where(ins[tie], tie + 1, tie)] = False  # a key deleted and inserted: its insert writes it
     writes = delta.select(cols).take(pa.array(order[keep])).append_column(DELETED, pa.array(~ins[keep]))
     return in_key_order(writes, pk)
-
-
-KEY_ORDER = b"dagster_rw.key_order"
-
-
-def in_key_order(table: pa.Table, pk: list[str]) -> pa.Table:
-    """`table`, marked as sorted by the key `pk` (distinct keys), so that its state file is
-    written as it is, without the sort check (StateTable.prepare)."""
-    return table.replace_schema_metadata({KEY_ORDER: ",".join(pk).encode()})
 
 
 def micros(column: str) -> str:

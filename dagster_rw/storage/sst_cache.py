@@ -572,7 +572,6 @@ class _Holders:
         self.owner = np.zeros(size, np.uint16)
         self.final = np.zeros(1, np.uint16)  # generation -> generation of the file now holding its keys
         self.gen_of: dict[str, int] = {}  # newer file listed -> its generation
-        self.epochs: dict[str, tuple[int, int]] = {}  # newer file listed -> its epoch range
         self.order: list[str] = []  # the newer files, oldest first
         self.keys = base_keys  # keys counted so far (bounds the range the map may grow to)
 
@@ -583,7 +582,7 @@ class _Holders:
         self.final = np.append(self.final, np.uint16(gen))
         return gen
 
-    def _append(self, path: str, cols: tuple[str, ...], epochs: tuple[int, int]) -> bool:
+    def _append(self, path: str, cols: tuple[str, ...]) -> bool:
         idx = _index(_file(path), cols)
         if idx is None or idx[0] or idx[1].dtype.kind not in "iu":
             return False
@@ -603,11 +602,11 @@ class _Holders:
                 grown[self.low - new_low:self.low - new_low + len(self.owner)] = self.owner
                 self.owner, self.low = grown, new_low
             self.owner[keys.astype(np.int64) - self.low] = gen
-        self.gen_of[path], self.epochs[path] = gen, epochs
+        self.gen_of[path] = gen
         self.order.append(path)
         return True
 
-    def _merge(self, path: str, epochs: tuple[int, int], gone: list[str]) -> bool:
+    def _merge(self, path: str, gone: list[str]) -> bool:
         """A file this process merged from a run of the files the map holds (note_merge): every key
         they held is in it, at its newest version among them."""
         with _lock:
@@ -623,12 +622,12 @@ class _Holders:
         self.final[np.isin(self.final, [self.gen_of[p] for p in run])] = gen
         for p in run:
             gone.remove(p)
-            del self.gen_of[p], self.epochs[p]
+            del self.gen_of[p]
         self.order[at:at + len(run)] = [path]
-        self.gen_of[path], self.epochs[path] = gen, epochs
+        self.gen_of[path] = gen
         return True
 
-    def sync(self, paths: list[str], epochs: list[tuple[int, int]], cols: tuple[str, ...]) -> bool:
+    def sync(self, paths: list[str], cols: tuple[str, ...]) -> bool:
         """Bring the map up to a file list that follows the one it describes (files appended, runs
         of files merged into one); False when the list does not follow it."""
         listed = set(paths[1:])
@@ -638,11 +637,11 @@ class _Holders:
         for i, path in enumerate(paths[1:], start=1):
             if path in self.gen_of:
                 continue
-            if gone and self._merge(path, epochs[i], gone):
+            if gone and self._merge(path, gone):
                 continue
             if self.order and self.order[-1] not in paths[1:i]:
                 return False  # a new file older than a file the map holds: not an append
-            if not self._append(path, cols, epochs[i]):
+            if not self._append(path, cols):
                 return False
         return not gone and self.order == paths[1:]
 
@@ -658,10 +657,9 @@ class _Holders:
         return out
 
 
-def newest_holders(paths: list[str], epochs: list[tuple[int, int]], cols: list[str],
-                   needles: np.ndarray) -> np.ndarray | None:
+def newest_holders(paths: list[str], cols: list[str], needles: np.ndarray) -> np.ndarray | None:
     """For each needle (integer codes of a state table's whole primary key), the index in `paths`
-    (the table's files, oldest first; `epochs`: their epoch ranges) of the newest file holding
+    (the table's files, oldest first) of the newest file holding
     that key (0: only the oldest file may), or -1 when no file holds it. None when the oldest
     file's keys are not a dense integer range, or the newer files' keys spread too thin (then the
     caller searches the files newest first)."""
@@ -672,7 +670,7 @@ def newest_holders(paths: list[str], epochs: list[tuple[int, int]], cols: list[s
         entry = _holders.get(entry_key, None)
         if entry is False:
             return None  # this oldest file's keys (or its newer files') cannot be mapped
-        if entry is None or not entry.sync(paths, epochs, entry_key[1]):
+        if entry is None or not entry.sync(paths, entry_key[1]):
             f = _file(paths[0])
             idx = _index(f, entry_key[1])
             if idx is None or idx[0] or _dense(f, entry_key[1], idx[1]) is None:
@@ -680,7 +678,7 @@ def newest_holders(paths: list[str], epochs: list[tuple[int, int]], cols: list[s
             else:
                 keys = idx[1]
                 entry = _Holders(int(keys[0]), int(keys[-1]) - int(keys[0]) + 1, len(keys))
-                if not entry.sync(paths, epochs, entry_key[1]):
+                if not entry.sync(paths, entry_key[1]):
                     entry = None
         _holders[entry_key] = entry if entry is not None else False
         _holders.move_to_end(entry_key)

@@ -20,8 +20,15 @@ from .manifest import SstFile
 from .object_store import ObjectStore
 
 EPOCH = "_epoch"
-USE_HOLDERS = True
 DELETED = "_del"
+USE_HOLDERS = True  # lookups by a dense integer key ask sst_cache.newest_holders
+KEY_ORDER = b"dagster_rw.key_order"  # schema metadata: rows staged already sorted by the key
+
+
+def in_key_order(table: pa.Table, pk: list[str]) -> pa.Table:
+    """`table`, marked as sorted by the key `pk` (distinct keys), so that its state file is
+    written as it is, without the sort check (StateTable.prepare)."""
+    return table.replace_schema_metadata({KEY_ORDER: ",".join(pk).encode()})
 
 
 class StateTable:
@@ -153,8 +160,7 @@ class StateTable:
         there are several newer files, one filter over all of them first sets aside the keys none
         of them holds: those are looked for in the oldest file only."""
         paths = [self.store.local_path(f.key) for f in self.files]
-        holders = None if want_null or not USE_HOLDERS else sst_cache.newest_holders(
-            paths, [(f.epoch_from, f.epoch_to) for f in self.files], self.pk, wanted)
+        holders = None if want_null or not USE_HOLDERS else sst_cache.newest_holders(paths, self.pk, wanted)
         if holders is not None:  # each key is searched in the one file holding its newest version
             return self._lookup_in_holders(paths, holders, wanted)
         maybe = sst_cache.union_admits(paths[1:], self.pk, wanted) if len(paths) > 2 else None
@@ -265,13 +271,12 @@ class StateTable:
         staged, self._staged = [r() if callable(r) else r for r in self._staged], []
         if all(isinstance(r, pa.Table) for r in staged):
             full = self._scan().schema
-            parts = [r.select(self.columns + [DELETED]) for r in staged if r.num_rows]
-            if not parts:
-                return None
-            # one part that its maker sorted by this table's key (operators.base.in_key_order)
             filled = [r for r in staged if r.num_rows]
-            ordered = len(filled) == 1 and (filled[0].schema.metadata or {}).get(
-                b"dagster_rw.key_order") == ",".join(self.pk).encode()
+            if not filled:
+                return None
+            parts = [r.select(self.columns + [DELETED]) for r in filled]
+            # one part its maker sorted by this table's key (in_key_order)
+            ordered = len(filled) == 1 and (filled[0].schema.metadata or {}).get(KEY_ORDER) == ",".join(self.pk).encode()
             rel = pa.concat_tables([p.cast(pa.schema([full.field(n) for n in p.column_names])) for p in parts])
             rel = rel.append_column(EPOCH, pa.array(np.full(rel.num_rows, epoch_to, np.int64)))
             return prepare_sst(self.store, self.engine, rel.select(full.names).replace_schema_metadata(None),
