@@ -33,7 +33,7 @@ from ..storage import manifest as manifests
 from ..storage import sst_cache
 from ..storage.catalog import SOURCE, TABLE, CatalogObject
 from ..storage.manifest import Manifest, SstFile
-from ..storage.state_table import StateTable, prepare_sst
+from ..storage.state_table import StateTable, in_key_order, prepare_sst
 from . import dataflow, epochs
 
 OUTPUT = "output"
@@ -192,6 +192,8 @@ def refresh_table(wh, obj: CatalogObject) -> int:
     try:
         ctx = StepContext(wh, obj, m, target, False, wh.step_engine(_batch_rows(wh, batches)))
         delta, writes = table_change(wh, obj, m, batches, ctx.engine)
+        for key in batches:  # applied: a retry after a failed commit reads the files again
+            sst_cache.discard(wh.store.cache_path(key))
     except FileNotFoundError:
         # the batches were collected: another process applied them and committed first
         raise CommitConflict(f"commit of {obj.name!r}: another process advanced it past epoch {committed} "
@@ -235,7 +237,9 @@ def read_batches(wh, obj: CatalogObject, keys: list[str]) -> pa.Table | None:
     """Staged DML batches in acceptance order, with `_batch` and `_seq` giving that order."""
     tables = []
     for i, key in enumerate(keys):
-        t = sst_cache.read_parquet(wh.store.local_path(key))
+        t = sst_cache.cached(wh.store.cache_path(key))  # staged by this process (Warehouse.stage)
+        if t is None:
+            t = sst_cache.read_parquet(wh.store.local_path(key))
         t = t.append_column("_batch", pa.array(np.full(t.num_rows, i, np.int64)))
         tables.append(t)
     if not tables:
@@ -289,15 +293,16 @@ def _apply_batches_in_arrow(wh, obj: CatalogObject, m: Manifest, staged: pa.Tabl
     old = output_table(wh, obj, m).lookup(last, pk)
     if not isinstance(old, pa.Table):
         return None
-    upsert = pc.equal(last.column("_op"), 1)
-    new = last.filter(upsert)
-    new_codes = codes[np.asarray(upsert)]
+    upsert = np.asarray(pc.equal(last.column("_op"), 1))
+    new = last.filter(pa.array(upsert))
+    new_rank = np.flatnonzero(upsert)  # each new row's place among the staged keys (sorted)
+    new_codes = codes[new_rank]
     new = new.select(cols).cast(schema)
     old = old.select(cols).cast(schema)
+    old_codes = sst_cache.key_codes(old, pk) if old.num_rows else np.zeros(0, codes.dtype)
     replaced = np.zeros(old.num_rows, bool)  # old rows whose key gets a new row (no tombstone)
     if old.num_rows and new.num_rows:
         # a key whose new row equals its old row does not change: drop both
-        old_codes = sst_cache.key_codes(old, pk)
         pos = np.minimum(np.searchsorted(new_codes, old_codes), len(new_codes) - 1)
         paired = new_codes[pos] == old_codes
         replaced = paired
@@ -309,16 +314,38 @@ def _apply_batches_in_arrow(wh, obj: CatalogObject, m: Manifest, staged: pa.Tabl
         if same.any():
             drop_new = np.zeros(new.num_rows, bool)
             drop_new[pos[same]] = True
-            old = old.filter(pa.array(~same))
+            old, old_codes = old.filter(pa.array(~same)), old_codes[~same]
             replaced = replaced[~same]
-            new = new.filter(pa.array(~drop_new))
+            new, new_rank = new.filter(pa.array(~drop_new)), new_rank[~drop_new]
+    # every old row's key is a staged key: its place among them orders the step's files by key
+    old_rank = np.searchsorted(codes, old_codes)
     minus = pa.array(np.full(old.num_rows, -1, np.int64))
     plus = pa.array(np.ones(new.num_rows, np.int64))
     delta = pa.concat_tables([old.append_column(W, minus), new.append_column(W, plus)])
+    if old.num_rows:
+        delta = delta.take(pa.array(_merged_order(len(codes), old_rank, new_rank)))
+    delta = in_key_order(delta, pk + [W])
     gone = old.filter(pa.array(~replaced))
     writes = pa.concat_tables([new.append_column(DELETED, pa.array(np.zeros(new.num_rows, bool))),
                                gone.append_column(DELETED, pa.array(np.ones(gone.num_rows, bool)))])
-    return delta, writes
+    if gone.num_rows:
+        writes = writes.take(pa.array(_merged_order(len(codes), new_rank, old_rank[~replaced])))
+    return delta, in_key_order(writes, pk)
+
+
+def _merged_order(n: int, first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """The row order, by key, of two tables' rows concatenated, given each row's rank among `n`
+    sorted distinct keys (`first`, `second`: distinct ranks within each table, either order);
+    where both tables have a key, the first table's row comes first. No sort: a count per key."""
+    in_first = np.zeros(n, np.int64)
+    in_first[first] = 1
+    per_key = in_first.copy()
+    per_key[second] += 1
+    start = np.cumsum(per_key) - per_key
+    dest = np.concatenate([start[first], start[second] + in_first[second]])
+    order = np.empty(len(dest), np.int64)
+    order[dest] = np.arange(len(dest))
+    return order
 
 
 def _commit_output(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, delta, start: int, target: int,
@@ -345,6 +372,8 @@ def _commit_output(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, delta,
             prepared[None] = _prepare_changelog(wh, engine, obj, delta, start, target)
         pool = _writers()
         futures = {k: pool.submit(p.finish) for k, p in prepared.items() if p is not None}
+        if prepared.get(OUTPUT) is not None:  # the next step's lookups find the new file indexed
+            pool.submit(out.index_ahead, prepared[OUTPUT].provisional())
         provisional = Manifest(
             object=obj.name, version=m.version, epoch=target,
             state={**m.state, **{n: list(t.files) + ([prepared[n].provisional()] if prepared[n] else [])

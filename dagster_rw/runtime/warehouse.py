@@ -15,6 +15,7 @@ from ..errors import IntegrityError, OperationalError, ProgrammingError
 from ..sql.planner import Planner
 from ..storage import catalog as catalogs
 from ..storage import manifest as manifests
+from ..storage import sst_cache
 from ..storage.catalog import (
     MATERIALIZED_VIEW,
     SOURCE,
@@ -368,7 +369,11 @@ class Warehouse:
         tmp = os.path.join(self.store.scratch_dir(), f"{uuid.uuid4().hex}.parquet")
         if write_sorted(rows, tmp, []) is None:  # a type pyarrow cannot write: DuckDB writes it
             self.engine.write_parquet(rows, tmp, [])
-        self.store.upload_file(tmp, key)
+            self.store.upload_file(tmp, key)
+        else:
+            self.store.upload_file(tmp, key)
+            # this process's table step reads the batch back decoded, not from the file
+            sst_cache.put(self.store.cache_path(key), rows)
         return n
 
     def pending_rows(self, table: str) -> pa.Table:

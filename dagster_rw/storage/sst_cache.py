@@ -66,6 +66,9 @@ def read_parquet(path: str) -> pa.Table:
     """A Parquet file as Arrow; INTERVAL columns (which pyarrow sees as 12 raw bytes: months, days,
     milliseconds) come back as month_day_nano intervals."""
     table = pq.ParquetFile(path).read()  # one known file: no dataset discovery
+    if not all(f.nullable for f in table.schema):  # written REQUIRED where it held no NULLs
+        table = pa.Table.from_arrays(table.columns, schema=pa.schema(
+            [f.with_nullable(True) for f in table.schema], table.schema.metadata))
     for i, field in enumerate(table.schema):
         if pa.types.is_fixed_size_binary(field.type) and field.type.byte_width == 12:
             raw = table.column(i).combine_chunks()
@@ -82,6 +85,16 @@ def read_parquet(path: str) -> pa.Table:
 def put(path: str, table: pa.Table) -> None:
     """Remember a file this process just wrote (its sorted rows), saving the read-back."""
     _insert(path, _File(table))
+
+
+def discard(path: str) -> None:
+    """Forget a decoded file no reader needs again (a staged batch its table has applied)."""
+    global _bytes
+    with _lock:
+        f = _cache.pop(path, None)
+        if f is not None and f.counted:
+            f.counted = False
+            _bytes -= f.size
 
 
 def read(path: str) -> pa.Table:
@@ -454,6 +467,9 @@ def _find_unique(f: _File, cols: tuple[str, ...], keys: np.ndarray, needles: np.
     if dense is not None and needles.dtype.kind == "i":
         low, where = dense
         offset = needles.astype(np.int64) - low
+        if where is None:  # keys without gaps: a key's row is its offset
+            inside = (offset >= 0) & (offset < len(keys))
+            return np.where(inside, offset, 0), inside
         inside = (offset >= 0) & (offset < len(where))
         pos = np.zeros(len(needles), np.int64)
         pos[inside] = where[offset[inside]]
@@ -667,7 +683,10 @@ def newest_holders(paths: list[str], cols: list[str], needles: np.ndarray) -> np
         return None
     entry_key = (paths[0], tuple(cols))
     with _holder_lock:
-        entry = _holders.get(entry_key, None)
+        lock = _holder_locks.setdefault(entry_key, threading.Lock())
+    with lock:  # one thread at a time brings a table's map up to date (others' maps stay free)
+        with _holder_lock:
+            entry = _holders.get(entry_key, None)
         if entry is False:
             return None  # this oldest file's keys (or its newer files') cannot be mapped
         if entry is None or not entry.sync(paths, entry_key[1]):
@@ -680,12 +699,14 @@ def newest_holders(paths: list[str], cols: list[str], needles: np.ndarray) -> np
                 entry = _Holders(int(keys[0]), int(keys[-1]) - int(keys[0]) + 1, len(keys))
                 if not entry.sync(paths, entry_key[1]):
                     entry = None
-        _holders[entry_key] = entry if entry is not None else False
-        _holders.move_to_end(entry_key)
-        # bounded by count and by memory (a map takes 2 bytes per value of its key range)
-        while len(_holders) > 1 and (len(_holders) > _HOLDER_ENTRIES or sum(
-                h.owner.nbytes for h in _holders.values() if h) > _HOLDER_BYTES):
-            _holders.popitem(last=False)
+        with _holder_lock:
+            _holders[entry_key] = entry if entry is not None else False
+            _holders.move_to_end(entry_key)
+            # bounded by count and by memory (a map takes 2 bytes per value of its key range)
+            while len(_holders) > 1 and (len(_holders) > _HOLDER_ENTRIES or sum(
+                    h.owner.nbytes for h in _holders.values() if h) > _HOLDER_BYTES):
+                gone, _ = _holders.popitem(last=False)
+                _holder_locks.pop(gone, None)
         return entry.holders(paths, needles) if entry is not None else None
 
 
@@ -702,7 +723,8 @@ def note_merge(merged: str, group: list[str]) -> None:
 _merged_from: OrderedDict[str, tuple[str, ...]] = OrderedDict()
 _MERGES_NOTED = 256
 _holders: OrderedDict[tuple, _Holders | bool] = OrderedDict()
-_holder_lock = threading.Lock()
+_holder_lock = threading.Lock()  # guards the two dicts; each map has a lock of its own
+_holder_locks: dict[tuple, threading.Lock] = {}
 _HOLDER_ENTRIES = 8  # state tables with a map (least recently used dropped)
 _HOLDER_BYTES = 1 << 29  # and their maps' bytes at most
 _HOLDER_GENERATIONS = 1 << 16  # uint16 generations; past them the map is rebuilt
@@ -712,13 +734,17 @@ _HOLDER_MAX_SLOTS = 1 << 28
 def _dense(f: _File, cols: tuple[str, ...], keys: np.ndarray):
     """For a file of distinct integer keys that fill at least half of their range: (lowest key, the
     row of each key value from it, -1 where absent). A lookup is then one gather per key instead
-    of a binary search (a fact table's dense ids, a dimension's keys). None for other files."""
+    of a binary search (a fact table's dense ids, a dimension's keys); keys without gaps need not
+    even that (lowest key, None): a key's row is its offset. None for other files."""
     name = ("dense",) + cols
     if name not in f.indexes:
         where = None
         if len(keys) >= _DENSE_MIN_ROWS and keys.dtype.kind == "i":
             low, span = int(keys[0]), int(keys[-1]) - int(keys[0]) + 1
-            if span <= 2 * len(keys) and (keys[1:] > keys[:-1]).all():
+            distinct = span <= 2 * len(keys) and bool((keys[1:] > keys[:-1]).all())
+            if distinct and span == len(keys):
+                where = (low, None)
+            elif distinct:
                 where = np.full(span, -1, np.int32 if len(keys) < (1 << 31) else np.int64)
                 where[keys - low] = np.arange(len(keys), dtype=where.dtype)
                 with _lock:
@@ -778,5 +804,6 @@ def clear() -> None:
         _cache.clear()
         _unions.clear()
         _holders.clear()
+        _holder_locks.clear()
         _merged_from.clear()
         _bytes = 0
