@@ -82,7 +82,9 @@ class StepContext:
         if self.engine is not self.wh.engine or name in self.written:
             return
         start = self.manifest.epoch if self.manifest.exists else self.target
-        self.written[name] = _writers().submit(self.tables[name].flush, start, self.target)
+        table = self.tables[name]
+        self.written[name] = written = _writers().submit(table.flush, start, self.target)
+        written.add_done_callback(lambda done: _index_ahead(table, done))
 
     def watermark(self, source: str, epoch: int) -> int | None:
         """The watermark of `source` as of `epoch` (microseconds since 1970; None: no event yet)."""
@@ -290,35 +292,39 @@ def _apply_batches_in_arrow(wh, obj: CatalogObject, m: Manifest, staged: pa.Tabl
     if (codes[1:] == codes[:-1]).any():  # a key changed twice: the SQL path orders the changes
         return None
     last = staged.take(order)
-    old = output_table(wh, obj, m).lookup(last, pk)
-    if not isinstance(old, pa.Table):
-        return None
+    state = output_table(wh, obj, m)
+    # each old row with its key's place among the staged keys (found by their codes, when the key
+    # is of integers: no search to pair the rows afterwards), else by a search of the codes
+    found = state.find_codes(codes, in_order=True) if state.files and all(
+        pa.types.is_integer(schema.field(k).type) for k in pk) else None
+    if found is not None:
+        old_rank, old = found
+    else:
+        old = state.lookup(last, pk)
+        if not isinstance(old, pa.Table):
+            return None
+        old_rank = np.searchsorted(codes, sst_cache.key_codes(old, pk)) if old.num_rows else np.zeros(0, np.int64)
     upsert = np.asarray(pc.equal(last.column("_op"), 1))
     new = last.filter(pa.array(upsert))
     new_rank = np.flatnonzero(upsert)  # each new row's place among the staged keys (sorted)
-    new_codes = codes[new_rank]
     new = new.select(cols).cast(schema)
     old = old.select(cols).cast(schema)
-    old_codes = sst_cache.key_codes(old, pk) if old.num_rows else np.zeros(0, codes.dtype)
-    replaced = np.zeros(old.num_rows, bool)  # old rows whose key gets a new row (no tombstone)
-    if old.num_rows and new.num_rows:
+    replaced = upsert[old_rank]  # old rows whose key gets a new row (no tombstone)
+    if replaced.any():
         # a key whose new row equals its old row does not change: drop both
-        pos = np.minimum(np.searchsorted(new_codes, old_codes), len(new_codes) - 1)
-        paired = new_codes[pos] == old_codes
-        replaced = paired
-        same = paired.copy()
-        equal = rows_equal(old, new, [c for c in cols if c not in pk] + pk, np.flatnonzero(paired), pos[paired])
+        pos = (np.cumsum(upsert) - 1)[old_rank]  # the new row of each old row's key (if replaced)
+        same = replaced.copy()
+        equal = rows_equal(old, new, [c for c in cols if c not in pk] + pk, np.flatnonzero(replaced),
+                           pos[replaced])
         if equal is None:
             return None  # a type Arrow cannot compare: SQL decides
-        same[paired] = equal
+        same[replaced] = equal
         if same.any():
             drop_new = np.zeros(new.num_rows, bool)
             drop_new[pos[same]] = True
-            old, old_codes = old.filter(pa.array(~same)), old_codes[~same]
-            replaced = replaced[~same]
+            old, old_rank, replaced = old.filter(pa.array(~same)), old_rank[~same], replaced[~same]
             new, new_rank = new.filter(pa.array(~drop_new)), new_rank[~drop_new]
-    # every old row's key is a staged key: its place among them orders the step's files by key
-    old_rank = np.searchsorted(codes, old_codes)
+    # every row's place among the staged keys orders the step's files by key
     minus = pa.array(np.full(old.num_rows, -1, np.int64))
     plus = pa.array(np.ones(new.num_rows, np.int64))
     delta = pa.concat_tables([old.append_column(W, minus), new.append_column(W, plus)])
@@ -372,8 +378,9 @@ def _commit_output(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, delta,
             prepared[None] = _prepare_changelog(wh, engine, obj, delta, start, target)
         pool = _writers()
         futures = {k: pool.submit(p.finish) for k, p in prepared.items() if p is not None}
-        if prepared.get(OUTPUT) is not None:  # the next step's lookups find the new file indexed
-            pool.submit(out.index_ahead, prepared[OUTPUT].provisional())
+        for name, p in prepared.items():  # the next step's lookups find the new files indexed
+            if name is not None and p is not None:
+                _indexer().submit(tables[name].index_ahead, p.provisional())
         provisional = Manifest(
             object=obj.name, version=m.version, epoch=target,
             state={**m.state, **{n: list(t.files) + ([prepared[n].provisional()] if prepared[n] else [])
@@ -394,6 +401,10 @@ def _commit_output(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, delta,
     if changed:
         jobs[None] = (_write_changelog, wh, engine, obj, delta, start, target)
     written = _run_all(jobs, parallel=engine is wh.engine)
+    if engine is wh.engine:  # the next step's lookups find the new files indexed
+        for name in jobs:
+            if name is not None and written[name] is not None:
+                _indexer().submit(tables[name].index_ahead, written[name])
     written.update({name: future.result() for name, future in early.items()})
     return _finish_commit(wh, obj, m, ctx, tables, written, counts, start, target, t0)
 
@@ -433,6 +444,24 @@ def _finish_commit(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, tables
     committed = manifests.commit(wh.store, nxt, dropped, wh.options["gc_grace_seconds"])
     wh.remember_manifest(committed)
     return target
+
+
+def _index_ahead(table: StateTable, written) -> None:
+    """When a state file written early in a step is done: index it on a writer thread."""
+    if not written.cancelled() and written.exception() is None and written.result() is not None:
+        _indexer().submit(table.index_ahead, written.result())
+
+
+def _indexer() -> ThreadPoolExecutor:
+    """One thread indexing new state files (StateTable.index_ahead), apart from the writers: the
+    files a commit waits for are never queued behind indexing that no commit needs."""
+    global _index_pool
+    if _index_pool is None:
+        _index_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rw-index")
+    return _index_pool
+
+
+_index_pool: ThreadPoolExecutor | None = None
 
 
 def _writers() -> ThreadPoolExecutor:

@@ -434,9 +434,17 @@ def positions(path: str, cols: list[str], needles: np.ndarray, in_order: bool = 
     return f.table, pos + nulls, hit
 
 
+def has_index(path: str, cols: list[str]) -> bool:
+    """Whether a cached file has its key index for lookups by `cols` (it has been looked up)."""
+    with _lock:
+        f = _cache.get(path)
+    return f is not None and tuple(cols) in f.indexes
+
+
 def build_indexes(path: str, cols: list[str]) -> None:
-    """Build a file's key indexes for lookups by `cols` now (a merged file, on the merging thread),
-    so that the first step to look a key up in it does not pay for them."""
+    """Build a file's key indexes for lookups by `cols` now (a merged file, on the merging thread; a
+    step's file, on a writer thread), so that the first step to look a key up in it does not pay
+    for them."""
     f = _file(path)
     idx = _index(f, tuple(cols))
     if idx is None or not len(idx[1]):

@@ -191,33 +191,46 @@ class StateTable:
         """The live rows of the wanted keys (codes of the one integer key column), each read from the
         file holding its newest version. (Splitting a file's keys over two threads gained nothing
         measurable inside a FLUSH, whose writers keep the second core busy.)"""
-        parts = [self._read_keys(paths[i], wanted[holders == i]) for i in np.unique(holders[holders >= 0]).tolist()]
-        parts = [p for p in parts if p.num_rows]
-        if not parts:
-            return self.schema.empty_table()
-        return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+        return self._rows_in_holders(paths, holders, wanted, in_order=True)[1]
 
-    def _read_keys(self, path: str, sub: np.ndarray) -> pa.Table:
-        """The live rows of one file for the keys `sub` (sorted codes of the one integer key
-        column); the key column comes from the codes themselves, and the file's tombstone column is
-        read only where it has tombstones."""
+    def _rows_in_holders(self, paths: list[str], holders: np.ndarray, wanted: np.ndarray, in_order: bool):
+        """_lookup_in_holders' rows and, before them, the index in `wanted` of each."""
+        found, parts = [], []
+        for i in np.unique(holders[holders >= 0]).tolist():
+            sub = np.flatnonzero(holders == i)
+            rows, live = self._read_keys(paths[i], wanted[sub], in_order)
+            if rows.num_rows:
+                found.append(sub[live])
+                parts.append(rows)
+        if not parts:
+            return np.zeros(0, np.int64), self.schema.empty_table()
+        if len(parts) == 1:
+            return found[0], parts[0]
+        return np.concatenate(found), pa.concat_tables(parts)
+
+    def _read_keys(self, path: str, sub: np.ndarray, in_order: bool = True):
+        """The live rows of one file for the keys `sub` (codes of the one integer key column;
+        `in_order`: sorted), and the index in `sub` of each: the key column comes from the codes
+        themselves, and the file's tombstone column is read only where it has tombstones."""
         (key,) = self.pk
-        got = sst_cache.positions(path, self.pk, sub, in_order=True)
+        got = sst_cache.positions(path, self.pk, sub, in_order=in_order)
         if got is None:
             raise AssertionError("a file the holders map indexed cannot be searched")
         table, pos, hit = got
         dead = sst_cache.has_tombstones(path, DELETED)
         values = [c for c in self.columns if c != key]
-        found = table.select(values + ([DELETED] if dead else [])).take(pa.array(pos[hit]))
-        found = found.add_column(0, key, pa.array(sub[hit]).cast(self.schema.field(key).type))
+        live = np.flatnonzero(hit)
+        found = table.select(values + ([DELETED] if dead else [])).take(pa.array(pos[live]))
+        found = found.add_column(0, key, pa.array(sub[live]).cast(self.schema.field(key).type))
         if dead:
-            found = found.filter(pc.invert(found.column(DELETED)))
-        return found.select(self.columns).cast(self.schema)
+            alive = ~np.asarray(found.column(DELETED))
+            found, live = found.filter(pa.array(alive)), live[alive]
+        return found.select(self.columns).cast(self.schema), live
 
     def find(self, keys: pa.Table, cols: list[str]):
         """For each row of `keys`, the live row whose primary key equals that row's `cols`:
-        (positions of the matched rows of `keys`, the state rows in the same order), searching
-        the newest file first. None when the key is not made of integer columns."""
+        (positions of the matched rows of `keys`, the state rows in the same order). None when the
+        key is not made of integer columns."""
         if len(cols) != len(self.pk) or not all(pa.types.is_integer(self.schema.field(c).type) for c in self.pk):
             return None
         try:
@@ -228,16 +241,27 @@ class StateTable:
         codes = sst_cache.key_codes(probe, self.pk)
         if codes is None:
             return None
+        return self.find_codes(codes)
+
+    def find_codes(self, codes: np.ndarray, in_order: bool = False):
+        """find() by the keys' codes (sst_cache.key_codes of the whole key; `in_order`: sorted):
+        each key read from the file holding its newest version where the holders map knows it,
+        else the files searched newest first."""
+        paths = [self.store.local_path(f.key) for f in self.files]
+        if USE_HOLDERS and len(self.pk) == 1 and codes.dtype.kind == "i":
+            holders = sst_cache.newest_holders(paths, self.pk, codes)
+            if holders is not None:
+                return self._rows_in_holders(paths, holders, codes, in_order)
         pending = np.arange(len(codes))
         matched, rows = [], []
-        for f in reversed(self.files):
+        for path in reversed(paths):
             if not len(pending):
                 break
-            got = sst_cache.positions(self.store.local_path(f.key), self.pk, codes[pending])
+            got = sst_cache.positions(path, self.pk, codes[pending], in_order=in_order)
             if got is None:
                 return None
             table, pos, hit = got
-            if not sst_cache.has_tombstones(self.store.local_path(f.key), DELETED):
+            if not sst_cache.has_tombstones(path, DELETED):
                 matched.append(pending[hit])
                 rows.append(table.select(self.columns).take(pa.array(pos[hit])).cast(self.schema))
                 pending = pending[~hit]
@@ -251,17 +275,23 @@ class StateTable:
             return np.zeros(0, np.int64), self.schema.empty_table()
         return np.concatenate(matched), pa.concat_tables(rows)
 
-    def index_ahead(self, new: SstFile) -> None:
-        """Bring the lookup structures of the file list that `new` (prepared, cached, maybe not yet
-        written) extends up to date now: called on a writer thread, it saves the next step's
-        lookups the work (for a dense integer key, entering the new file's keys in the map of which
-        file holds each key: a scattered write per key into a map of the key range)."""
-        path = self.store.cache_path(new.key)
-        if not USE_HOLDERS or len(self.pk) != 1 or sst_cache.cached(path) is None:
+    def index_ahead(self, new: SstFile | None) -> None:
+        """Build the lookup structures of `new` (this step's file: prepared and cached, perhaps not
+        yet written) now, on a writer thread, so that the next step's lookups do not pay for them:
+        when the table's files are looked up by key (its newest other file has its key index),
+        the new file's key index; for a dense integer key, the map of which file holds each key
+        (the new file's keys entered: one scattered write per key into a map of the key range)."""
+        if new is None:
             return
-        paths = [self.store.cache_path(f.key) for f in self.files] + [path]
-        if all(sst_cache.cached(p) is not None for p in paths):  # else a lookup reads them when needed
-            sst_cache.newest_holders(paths, self.pk, np.zeros(0, np.int64))
+        path = self.store.cache_path(new.key)
+        others = [self.store.cache_path(f.key) for f in list(self.files) if f.key != new.key]
+        if not others or sst_cache.cached(path) is None:
+            return
+        cols = sst_cache.usable_prefix(self.schema, self.pk) if self.pk else []
+        if cols and sst_cache.has_index(others[-1], cols):
+            sst_cache.build_indexes(path, cols)
+        if USE_HOLDERS and len(self.pk) == 1 and all(sst_cache.cached(p) is not None for p in others):
+            sst_cache.newest_holders(others + [path], self.pk, np.zeros(0, np.int64))
 
     # -- writing -------------------------------------------------------------------------------
     def stage(self, rows) -> None:
@@ -333,16 +363,17 @@ class StateTable:
 
     def compaction_start(self, max_files: int) -> int | None:
         """Where the files to merge begin when there are more than `max_files` (the newest ones,
-        each older file joining while it is at most twice the size of those after it), else None."""
+        each older file joining while it has at most twice the rows of those after it: rows, not
+        bytes, as small files are written less compactly than large ones), else None."""
         if len(self.files) <= max_files:
             return None
         start = len(self.files) - 1
-        total = self.files[-1].bytes
+        total = self.files[-1].rows
         while start > 0:
             f = self.files[start - 1]
-            if len(self.files) - start < 2 or f.bytes <= 2 * total or max_files <= 1:
+            if len(self.files) - start < 2 or f.rows <= 2 * total or max_files <= 1:
                 start -= 1
-                total += f.bytes
+                total += f.rows
             else:
                 break
         return start
