@@ -291,7 +291,7 @@ def _apply_batches_in_arrow(wh, obj: CatalogObject, m: Manifest, staged: pa.Tabl
     order, codes = sst_cache.sorted_order(codes)
     if (codes[1:] == codes[:-1]).any():  # a key changed twice: the SQL path orders the changes
         return None
-    last = staged.take(order)
+    last = staged.select(cols + ["_op"]).take(order)
     state = output_table(wh, obj, m)
     # each old row with its key's place among the staged keys (found by their codes, when the key
     # is of integers: no search to pair the rows afterwards), else by a search of the codes
@@ -305,7 +305,7 @@ def _apply_batches_in_arrow(wh, obj: CatalogObject, m: Manifest, staged: pa.Tabl
             return None
         old_rank = np.searchsorted(codes, sst_cache.key_codes(old, pk)) if old.num_rows else np.zeros(0, np.int64)
     upsert = np.asarray(pc.equal(last.column("_op"), 1))
-    new = last.filter(pa.array(upsert))
+    new = last if upsert.all() else last.filter(pa.array(upsert))
     new_rank = np.flatnonzero(upsert)  # each new row's place among the staged keys (sorted)
     new = new.select(cols).cast(schema)
     old = old.select(cols).cast(schema)

@@ -126,9 +126,20 @@ def _encode(columns: list) -> np.ndarray:
         if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
             return np.asarray(col.to_pylist(), dtype=object)
         return col.to_numpy(zero_copy_only=False)
-    hi = (columns[0].to_numpy(zero_copy_only=False).astype(np.int64) + (1 << 31)).astype(np.uint64)
-    lo = (columns[1].to_numpy(zero_copy_only=False).astype(np.int64) + (1 << 31)).astype(np.uint64)
-    return (hi << np.uint64(32)) | lo
+    hi = _biased(columns[0]).astype(np.uint64)
+    hi <<= np.uint64(32)
+    hi |= _biased(columns[1])
+    return hi
+
+
+def _biased(column) -> np.ndarray:
+    """A small-integer column's values plus 2**31, as uint32 (flipping the sign bit of an int32)."""
+    values = column.to_numpy(zero_copy_only=False)
+    if values.dtype == np.uint32:  # (as before: beyond 2**31 such codes do not keep the order)
+        return (values.astype(np.int64) + (1 << 31)).astype(np.uint64)
+    if values.dtype != np.int32:
+        values = values.astype(np.int32)
+    return values.view(np.uint32) ^ np.uint32(1 << 31)
 
 
 def _int_like(t: pa.DataType) -> bool:

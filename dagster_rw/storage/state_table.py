@@ -196,7 +196,7 @@ class StateTable:
     def _rows_in_holders(self, paths: list[str], holders: np.ndarray, wanted: np.ndarray, in_order: bool):
         """_lookup_in_holders' rows and, before them, the index in `wanted` of each."""
         found, parts = [], []
-        for i in np.unique(holders[holders >= 0]).tolist():
+        for i in np.flatnonzero(np.bincount(holders + 1, minlength=len(paths) + 1)[1:]).tolist():
             sub = np.flatnonzero(holders == i)
             rows, live = self._read_keys(paths[i], wanted[sub], in_order)
             if rows.num_rows:
