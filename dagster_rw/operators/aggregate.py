@@ -10,6 +10,8 @@ State strategies, chosen per aggregate:
 """
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -20,6 +22,7 @@ from ..errors import OperationalError
 from ..sql.plan import ORDERED_AGGS, cname
 from ..storage import sst_cache
 from ..storage.count_table import CountTable
+from ..storage.state_table import in_key_order
 from .base import DELETED, Operator, W, col_list, consolidate, consolidate_sql, null_safe_eq
 
 MINPUT = ("min", "max")
@@ -362,21 +365,18 @@ class AggregateOp(Operator):
         sub = d.select(self.groups + [x, W]).rename_columns(keys + [W])
         if sub.column("v").null_count:
             sub = sub.filter(pc.is_valid(sub.column("v")))
+        if sub.num_rows:
+            counted = self.extremes_by_counting(sub, a, counts, old, i)
+            if counted is not None:
+                return counted
         codes = sst_cache.key_codes(sub, keys)
         gcodes_old = sst_cache.key_codes(old, self.groups) if self.groups else np.zeros(old.num_rows, np.int8)
         if codes is None or gcodes_old is None:
             return None
-        # dm: per (group, value) the change in its count, sorted by group, then value
-        order, ordered = sst_cache.sorted_order(codes)
-        if not len(codes):
-            return None
-        starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
-        dc = np.add.reduceat(sub.column(W).to_numpy()[order], starts)
-        keep = dc != 0
-        dc, first = dc[keep], order[starts][keep]
-        if not len(dc):
+        dm = _count_changes(sub, keys, codes)
+        if dm is None:
             return None  # nothing changes the counts (SQL's answer covers a global aggregate's one row)
-        dm = sub.select(keys).take(pa.array(first)).append_column("dc", pa.array(dc))
+        dc = dm.column("dc").to_numpy()
         counts.stage(dm.rename_columns(keys + ["cnt"]).append_column(DELETED, pa.array(np.zeros(len(dc), bool))))
         # per group: the best value added (a row with dc > 0; rows are in value order per group)
         gcodes = sst_cache.key_codes(dm, self.groups) if self.groups else np.zeros(len(dc), np.int8)
@@ -415,6 +415,78 @@ class AggregateOp(Operator):
                               "ins_best": ins_best, "lost": pa.array(lost),
                               "g_touched": pa.array(np.ones(len(gstarts), bool))})
         return dm, per_group
+
+    def extremes_by_counting(self, sub: pa.Table, a, counts, old: pa.Table, i: int):
+        """counts_in_numpy's answer without sorting the delta, for one integer group column without
+        NULLs over a narrow range of values and a value of at most 32 bits: per group, the best
+        added value is the extreme of the values added (weight > 0) if its count grows, and the
+        old extreme is lost if its count drops to zero; both are weighted counts per group
+        (np.bincount). Groups whose candidate's count does not grow (a value added and removed
+        again) are settled exactly from their own rows. The count changes per (group, value),
+        sorted, are computed on the writer thread that writes them. None when that does not hold."""
+        (g,) = self.groups if len(self.groups) == 1 else (None,)
+        if g is None or not all(sst_cache.is_small_int(sub.schema.field(c).type) for c in (g, "v")) \
+                or sub.column(g).null_count or old.column(g).null_count:
+            return None
+        group = sub.column(g).to_numpy()
+        lo, hi = int(group.min()), int(group.max())
+        if hi - lo > 4 * len(group) + (1 << 16):
+            return None
+        span, slot = hi - lo + 1, (group - lo).astype(np.intp)
+        keys = self.groups + ["v"]
+        sign = 1 if a.func == "max" else -1  # work on values whose maximum is the extreme
+        value = sub.column("v").to_numpy().astype(np.int64) * sign
+        w = sub.column(W).to_numpy()
+
+        def per_group(mask, weights) -> np.ndarray:
+            return np.bincount(slot[mask], weights=weights[mask], minlength=span).astype(np.int64)
+
+        floor = np.iinfo(np.int64).min
+        best = np.full(span, floor, np.int64)
+        added = w > 0
+        np.maximum.at(best, slot[added], value[added])
+        has_best = best > floor
+        grows = per_group(value == best[slot], w) > 0
+        unsure = np.flatnonzero(has_best & ~grows)
+        if len(unsure):  # settle those groups from their rows: each value's net change
+            flagged = np.zeros(span, bool)
+            flagged[unsure] = True
+            mine = flagged[slot]
+            best[unsure] = _best_growing(slot[mine], value[mine], w[mine], span)[unsure]
+            has_best = best > floor
+        # the old extreme of each group and the net change of its count
+        old_slot = old.column(g).to_numpy() - lo
+        inside = (old_slot >= 0) & (old_slot < span)
+        m_old = old.column(f"m{i}")
+        valid = inside & np.asarray(m_old.is_valid())
+        old_best = np.zeros(span, np.int64)
+        has_old = np.zeros(span, bool)
+        old_best[old_slot[valid]] = m_old.filter(pa.array(valid)).cast(pa.int64()).to_numpy() * sign
+        has_old[old_slot[valid]] = True
+        at_old = has_old[slot] & (value == old_best[slot])
+        change = per_group(at_old, w)
+        lost = np.zeros(span, bool)
+        probe_slots = np.flatnonzero(has_old & (change < 0))
+        if len(probe_slots):  # its last copies may be gone: its old count, from the state
+            gtype, vtype = sub.schema.field(g).type, sub.schema.field("v").type
+            probe = pa.table({g: pa.array(probe_slots + lo).cast(gtype),
+                              "v": pa.array(old_best[probe_slots] * sign).cast(vtype)})
+            found = counts.lookup(probe, keys)
+            old_count = np.zeros(len(probe_slots), np.int64)
+            if found.num_rows:
+                at = np.searchsorted(sst_cache.key_codes(probe, keys), sst_cache.key_codes(found, keys))
+                old_count[at] = found.column("cnt").to_numpy()
+            lost[probe_slots[old_count + change[probe_slots] <= 0]] = True
+        counts.stage(partial(_count_change_writes, sub, keys))  # sorted and written on a writer thread
+        touched = np.flatnonzero(np.bincount(slot, minlength=span))
+        vtype = sub.schema.field("v").type
+        ins_best = pa.array(best[touched] * sign, mask=~has_best[touched]).cast(vtype)
+        per_group_table = pa.table({g: pa.array(touched + lo).cast(sub.schema.field(g).type), "ins_best": ins_best,
+                                    "lost": pa.array(lost[touched]),
+                                    "g_touched": pa.array(np.ones(len(touched), bool))})
+        # the rows of the groups that lost their extreme: minput_step recomputes it from them
+        gone = sub.filter(pa.array(lost[slot])).select(keys + [W]).rename_columns(keys + ["dc"])
+        return gone, per_group_table
 
     # -- STRING_AGG, FIRST_VALUE, LAST_VALUE -------------------------------------------------------
     @staticmethod
@@ -494,3 +566,39 @@ class AggregateOp(Operator):
     def value_type(self, a) -> str:
         return sqltypes.duckdb_type(self.node.child.columns[a.arg].type)
 
+
+def _count_changes(sub: pa.Table, keys: list[str], codes: np.ndarray) -> pa.Table | None:
+    """Per (group, value) the change in its count (`dc`, nonzero), sorted by group, then value, from
+    rows of `keys` and weights whose key codes are `codes`; None when every change is zero."""
+    order, ordered = sst_cache.sorted_order(codes)
+    if not len(codes):
+        return None
+    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    dc = np.add.reduceat(sub.column(W).to_numpy()[order], starts)
+    keep = dc != 0
+    dc, first = dc[keep], order[starts][keep]
+    if not len(dc):
+        return None
+    return sub.select(keys).take(pa.array(first)).append_column("dc", pa.array(dc))
+
+
+def _count_change_writes(sub: pa.Table, keys: list[str]) -> pa.Table:
+    """The value-count state's writes for a step's rows (AggregateOp.extremes_by_counting)."""
+    dm = _count_changes(sub, keys, sst_cache.key_codes(sub, keys))
+    if dm is None:
+        dm = sub.select(keys).slice(0, 0).append_column("dc", pa.array([], pa.int64()))
+    return in_key_order(dm.rename_columns(keys + ["cnt"]).append_column(
+        DELETED, pa.array(np.zeros(dm.num_rows, bool))), keys)
+
+
+def _best_growing(slot: np.ndarray, value: np.ndarray, w: np.ndarray, span: int) -> np.ndarray:
+    """Per group slot, the greatest value whose net count change (sum of weights) is positive
+    (int64 minimum where none is)."""
+    order = np.lexsort((value, slot))
+    slot, value, w = slot[order], value[order], w[order]
+    starts = np.flatnonzero(np.concatenate(([True], (slot[1:] != slot[:-1]) | (value[1:] != value[:-1]))))
+    net = np.add.reduceat(w, starts)
+    best = np.full(span, np.iinfo(np.int64).min, np.int64)
+    grow = starts[net > 0]
+    np.maximum.at(best, slot[grow], value[grow])
+    return best

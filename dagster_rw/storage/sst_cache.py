@@ -110,7 +110,7 @@ def cached(path: str) -> pa.Table | None:
         return f.table if f is not None else None
 
 
-def _is_small_int(t: pa.DataType) -> bool:
+def is_small_int(t: pa.DataType) -> bool:
     return pa.types.is_integer(t) and t.bit_width <= 32
 
 
@@ -151,7 +151,7 @@ def _int_codes(columns: list) -> np.ndarray | None:
     packed into one uint64; None when they cannot be coded (other types, NULLs)."""
     if not columns or any(c.null_count for c in columns) or not all(_int_like(c.type) for c in columns):
         return None
-    if len(columns) == 2 and not all(_is_small_int(c.type) for c in columns):
+    if len(columns) == 2 and not all(is_small_int(c.type) for c in columns):
         return None
     if len(columns) > 2:
         return None
@@ -295,7 +295,7 @@ def sort_indices(table: pa.Table, keys: list[str], last: str | None = None):
 
 def usable_prefix(schema: pa.Schema, on: list[str]) -> list[str]:
     """The key columns a binary search can use: both of a two-small-integer key, else the first."""
-    if len(on) >= 2 and all(_is_small_int(schema.field(c).type) for c in on[:2]):
+    if len(on) >= 2 and all(is_small_int(schema.field(c).type) for c in on[:2]):
         return on[:2]
     return on[:1] if _searchable(schema.field(on[0]).type) else []
 
