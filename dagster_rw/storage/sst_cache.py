@@ -445,17 +445,29 @@ def positions(path: str, cols: list[str], needles: np.ndarray, in_order: bool = 
     return f.table, pos + nulls, hit
 
 
-def has_index(path: str, cols: list[str]) -> bool:
-    """Whether a cached file has its key index for lookups by `cols` (it has been looked up)."""
+def index_like(path: str, model: str, cols: list[str]) -> None:
+    """Build the key indexes of a cached file for lookups by `cols` that lookups built for the
+    cached file `model` (a state table's previous file): only the kinds its lookups use."""
     with _lock:
-        f = _cache.get(path)
-    return f is not None and tuple(cols) in f.indexes
+        m, f = _cache.get(model), _cache.get(path)
+    cols = tuple(cols)
+    if m is None or f is None or cols not in m.indexes:
+        return
+    idx = _index(f, cols)
+    if idx is None or not len(idx[1]):
+        return
+    keys = idx[1]
+    if ("dense",) + cols in m.indexes:
+        _dense(f, cols, keys)
+    if ("sparse",) + cols in m.indexes:
+        _sparse(f, cols, keys)
+    if ("filter",) + cols in m.indexes and keys.dtype.kind in "iu":
+        _filter(f, cols, keys)
 
 
 def build_indexes(path: str, cols: list[str]) -> None:
-    """Build a file's key indexes for lookups by `cols` now (a merged file, on the merging thread; a
-    step's file, on a writer thread), so that the first step to look a key up in it does not pay
-    for them."""
+    """Build a file's key indexes for lookups by `cols` now (a merged file, on the merging thread),
+    so that the first step to look a key up in it does not pay for them."""
     f = _file(path)
     idx = _index(f, tuple(cols))
     if idx is None or not len(idx[1]):

@@ -277,10 +277,10 @@ class StateTable:
 
     def index_ahead(self, new: SstFile | None) -> None:
         """Build the lookup structures of `new` (this step's file: prepared and cached, perhaps not
-        yet written) now, on a writer thread, so that the next step's lookups do not pay for them:
-        when the table's files are looked up by key (its newest other file has its key index),
-        the new file's key index; for a dense integer key, the map of which file holds each key
-        (the new file's keys entered: one scattered write per key into a map of the key range)."""
+        yet written) now, on a thread of its own, so that the next step's lookups do not pay for
+        them: the key indexes the table's lookups built for its newest other file (none when its
+        files are not looked up by key); for a dense integer key, the map of which file holds each
+        key (the new file's keys entered: one scattered write per key into a map of the key range)."""
         if new is None:
             return
         path = self.store.cache_path(new.key)
@@ -288,8 +288,8 @@ class StateTable:
         if not others or sst_cache.cached(path) is None:
             return
         cols = sst_cache.usable_prefix(self.schema, self.pk) if self.pk else []
-        if cols and sst_cache.has_index(others[-1], cols):
-            sst_cache.build_indexes(path, cols)
+        if cols:
+            sst_cache.index_like(path, others[-1], cols)
         if USE_HOLDERS and len(self.pk) == 1 and all(sst_cache.cached(p) is not None for p in others):
             sst_cache.newest_holders(others + [path], self.pk, np.zeros(0, np.int64))
 
