@@ -500,7 +500,7 @@ def write_parquet(table: pa.Table, path: str, keys: list[str] | tuple = ()) -> N
     soon merged away) are written for speed, as RocksDB leaves its first levels uncompressed:
     other columns PLAIN, uncompressed, statistics for the sort `keys` only (what readers prune row
     groups by). For a 50M-row table's step (~350k rows in 7 files) that encodes in ~3.7 ms instead
-    of ~11 ms, for ~4x the bytes (~9 MB). Larger files (merges, off the step's path, kept long)
+    of ~11 ms (in memory), for ~3.5x the bytes (~7 MB). Larger files (merges, off the step's path, kept long)
     are compact: integer-like columns delta-encoded (bit-packed differences: sorted keys and
     small values take a fraction of their plain size), snappy."""
     fields = [f.with_nullable(table.column(i).null_count > 0) if f.nullable else f
@@ -510,7 +510,9 @@ def write_parquet(table: pa.Table, path: str, keys: list[str] | tuple = ()) -> N
     strings = [f.name for f in table.schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
                or pa.types.is_binary(f.type) or pa.types.is_dictionary(f.type)]
     if table.num_rows < _COMPACT_MIN_ROWS:
-        pq.write_table(table, path, compression="none", use_dictionary=strings,
+        # a step file's `_epoch` holds one value (a merge's, a few): as a dictionary it takes no space
+        pq.write_table(table, path, compression="none", use_dictionary=strings + [
+                           c for c in (EPOCH,) if c in table.schema.names],
                        write_statistics=[k for k in keys if k in table.schema.names], write_batch_size=1 << 16)
         return
     delta = {f.name: "DELTA_BINARY_PACKED" for f in table.schema if pa.types.is_integer(f.type)
