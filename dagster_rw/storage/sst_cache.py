@@ -697,10 +697,13 @@ class _Holders:
         position[0] = 0
         for i, path in enumerate(paths[1:], start=1):
             position[self.gen_of[path]] = i
+        holder = position[self.final]  # generation -> index of the file now holding its keys
         offset = needles.astype(np.int64) - self.low
+        if not len(offset) or (offset.min() >= 0 and offset.max() < len(self.owner)):
+            return holder[self.owner[offset]]
         inside = (offset >= 0) & (offset < len(self.owner))
         out = np.full(len(needles), -1, np.int64)  # outside the map's range no file holds a key
-        out[inside] = position[self.final[self.owner[offset[inside]]]]
+        out[inside] = holder[self.owner[offset[inside]]]
         return out
 
 
