@@ -394,7 +394,7 @@ def _commit_output(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, delta,
 
         wh.defer_commit(obj.name, provisional, finish)
         return target
-    # the step's files are independent: in-process, sort and write them on two threads (numpy's
+    # the step's files are independent: in-process, sort and write them on the writer threads (numpy's
     # sort, Arrow's take and Parquet's writer release the GIL); Spark writes them one by one
     early = ctx.written
     jobs = {name: (table.flush, start, target) for name, table in tables.items() if name not in early}
@@ -467,7 +467,10 @@ _index_pool: ThreadPoolExecutor | None = None
 def _writers() -> ThreadPoolExecutor:
     global _pool
     if _pool is None:
-        _pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="rw-write")
+        # four, on two cores: a writer spends much of its time waiting for fsync, and a view's last
+        # small files should not queue behind its big ones (measured at 50M rows: the view's wait
+        # for its files 7.4 -> 5.2 ms, against two writers)
+        _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="rw-write")
     return _pool
 
 
@@ -475,7 +478,7 @@ _pool: ThreadPoolExecutor | None = None
 
 
 def _run_all(jobs: dict, parallel: bool) -> dict:
-    """Call each job (function, *args); on a shared pool of two threads when `parallel`."""
+    """Call each job (function, *args); on the shared writer threads when `parallel`."""
     if not parallel or len(jobs) < 2:
         return {k: f(*args) for k, (f, *args) in jobs.items()}
     futures = {k: _writers().submit(f, *args) for k, (f, *args) in jobs.items()}
