@@ -157,16 +157,20 @@ class InnerJoinOp(JoinSides, Operator):
         binary search in the right state's files, and the two are put side by side."""
         if not isinstance(dl, pa.Table) or self.node.residual is not None or self.side_pk("right") != self.rkeys():
             return None
-        found = self.state("right").find(dl, self.lkeys())
+        nl, unused, schema = len(self.node.left.columns), self.unused(), delta_schema(self.node)
+        # a right key column equals the left one it matched: read only the others from the state
+        same = dict(zip(self.rkeys(), self.lkeys()))
+        found = self.state("right").find(dl, self.lkeys(), [c for c in self.rcols() if c not in same])
         if found is None:
             return None
         matched, right = found
         # every left row matched, in order (a foreign key into a dimension): no copy needed
         every = len(matched) == dl.num_rows and (not len(matched) or (matched == np.arange(len(matched))).all())
         left = dl if every else dl.take(pa.array(matched))
-        nl, unused, schema = len(self.node.left.columns), self.unused(), delta_schema(self.node)
         columns = [pa.nulls(left.num_rows, schema.field(i).type) if i in unused else
-                   left.column(cname(i)) if i < nl else right.column(cname(i - nl))
+                   left.column(cname(i)) if i < nl else
+                   left.column(same[cname(i - nl)]).cast(schema.field(i).type) if cname(i - nl) in same else
+                   right.column(cname(i - nl))
                    for i in range(len(self.node.columns))]
         return pa.Table.from_arrays(columns + [left.column(W)], [cname(i) for i in range(len(columns))] + [W])
 

@@ -227,10 +227,10 @@ class StateTable:
             found, live = found.filter(pa.array(alive)), live[alive]
         return found.select(self.columns).cast(self.schema), live
 
-    def find(self, keys: pa.Table, cols: list[str]):
+    def find(self, keys: pa.Table, cols: list[str], columns: list[str] | None = None):
         """For each row of `keys`, the live row whose primary key equals that row's `cols`:
-        (positions of the matched rows of `keys`, the state rows in the same order). None when the
-        key is not made of integer columns."""
+        (positions of the matched rows of `keys`, the state rows in the same order, of `columns`
+        only if given). None when the key is not made of integer columns."""
         if len(cols) != len(self.pk) or not all(pa.types.is_integer(self.schema.field(c).type) for c in self.pk):
             return None
         try:
@@ -241,9 +241,9 @@ class StateTable:
         codes = sst_cache.key_codes(probe, self.pk)
         if codes is None:
             return None
-        return self.find_codes(codes)
+        return self.find_codes(codes, columns=columns)
 
-    def find_codes(self, codes: np.ndarray, in_order: bool = False):
+    def find_codes(self, codes: np.ndarray, in_order: bool = False, columns: list[str] | None = None):
         """find() by the keys' codes (sst_cache.key_codes of the whole key; `in_order`: sorted):
         each key read from the file holding its newest version where the holders map knows it,
         else the files searched newest first."""
@@ -251,7 +251,10 @@ class StateTable:
         if USE_HOLDERS and len(self.pk) == 1 and codes.dtype.kind == "i":
             holders = sst_cache.newest_holders(paths, self.pk, codes)
             if holders is not None:
-                return self._rows_in_holders(paths, holders, codes, in_order)
+                found, rows = self._rows_in_holders(paths, holders, codes, in_order)
+                return found, rows if columns is None else rows.select(columns)
+        columns = self.columns if columns is None else columns
+        schema = pa.schema([self.schema.field(c) for c in columns])
         pending = np.arange(len(codes))
         matched, rows = [], []
         for path in reversed(paths):
@@ -263,16 +266,16 @@ class StateTable:
             table, pos, hit = got
             if not sst_cache.has_tombstones(path, DELETED):
                 matched.append(pending[hit])
-                rows.append(table.select(self.columns).take(pa.array(pos[hit])).cast(self.schema))
+                rows.append(table.select(columns).take(pa.array(pos[hit])).cast(schema))
                 pending = pending[~hit]
                 continue
-            found = table.select(self.columns + [DELETED]).take(pa.array(pos[hit]))
+            found = table.select(columns + [DELETED]).take(pa.array(pos[hit]))
             live = np.asarray(pc.invert(found.column(DELETED)))
             matched.append(pending[hit][live])
-            rows.append(found.filter(pa.array(live)).select(self.columns).cast(self.schema))
+            rows.append(found.filter(pa.array(live)).select(columns).cast(schema))
             pending = pending[~hit]
         if not rows:
-            return np.zeros(0, np.int64), self.schema.empty_table()
+            return np.zeros(0, np.int64), schema.empty_table()
         return np.concatenate(matched), pa.concat_tables(rows)
 
     def index_ahead(self, new: SstFile | None) -> None:
