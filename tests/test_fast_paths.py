@@ -277,7 +277,7 @@ def test_table_changes_in_arrow_equal_the_sql_path(tmp_path_factory, monkeypatch
     obj, m = wh.get("t"), wh.manifest("t")
     keys = epochs.unsealed_batches(wh.store, "t")
     cols = [c.name for c in obj.columns]
-    fast, found_writes = step.table_change(wh, obj, m, keys)
+    fast, found_writes, _ = step.table_change(wh, obj, m, keys)
     original = step._apply_batches_in_arrow
     try:
         step._apply_batches_in_arrow = lambda *a: None

@@ -193,7 +193,7 @@ def refresh_table(wh, obj: CatalogObject) -> int:
     batches = epochs.batches_for(wh.store, obj.name, committed, target)
     try:
         ctx = StepContext(wh, obj, m, target, False, wh.step_engine(_batch_rows(wh, batches)))
-        delta, writes = table_change(wh, obj, m, batches, ctx.engine)
+        delta, writes, order = table_change(wh, obj, m, batches, ctx.engine)
         for key in batches:  # applied: a retry after a failed commit reads the files again
             sst_cache.discard(wh.store.cache_path(key))
     except FileNotFoundError:
@@ -205,7 +205,8 @@ def refresh_table(wh, obj: CatalogObject) -> int:
         delta = ctx.engine.from_arrow(changelog_schema(obj).empty_table())
     if obj.options.get("watermark_column"):
         m = _with_watermark(ctx.engine, obj, m, delta, target)
-    return _commit_output(wh, obj, m, ctx, delta, committed, target, t0, defer=wh.pipelining, writes=writes)
+    return _commit_output(wh, obj, m, ctx, delta, committed, target, t0, defer=wh.pipelining, writes=writes,
+                          order=order)
 
 
 def _with_watermark(engine, obj: CatalogObject, m: Manifest, delta, target: int) -> Manifest:
@@ -256,12 +257,14 @@ def apply_batches(wh, obj: CatalogObject, m: Manifest, keys: list[str], engine=N
 
 
 def table_change(wh, obj: CatalogObject, m: Manifest, keys: list[str], engine=None):
-    """apply_batches' change, and the table's state writes for it when the step found them on the
-    way (the fast path: new rows put, deleted keys' tombstones), else None."""
+    """apply_batches' change, the table's state writes for it when the step found them on the way
+    (the fast path: new rows put, deleted keys' tombstones), else None, and the order that sorts
+    the change by key for its change log when the step knows it (then the change is not sorted
+    yet: its writer thread sorts it), else None."""
     engine = engine or wh.engine
     staged = read_batches(wh, obj, keys)
     if staged is None or staged.num_rows == 0:
-        return None, None
+        return None, None, None
     pk = list(obj.stream_key)
     cols = [c.name for c in obj.columns]
     if engine is wh.engine:
@@ -277,7 +280,7 @@ def table_change(wh, obj: CatalogObject, m: Manifest, keys: list[str], engine=No
         rw_u=engine.sql(
             f"SELECT {col_list(cols)}, CAST(-1 AS BIGINT) AS {W} FROM rw_old UNION ALL "
             f"SELECT {col_list(cols)}, CAST(1 AS BIGINT) AS {W} FROM rw_last WHERE _op = 1",
-            rw_old=old, rw_last=last)), None
+            rw_old=old, rw_last=last)), None, None
 
 
 def _apply_batches_in_arrow(wh, obj: CatalogObject, m: Manifest, staged: pa.Table, pk: list[str],
@@ -324,19 +327,21 @@ def _apply_batches_in_arrow(wh, obj: CatalogObject, m: Manifest, staged: pa.Tabl
             drop_new[pos[same]] = True
             old, old_rank, replaced = old.filter(pa.array(~same)), old_rank[~same], replaced[~same]
             new, new_rank = new.filter(pa.array(~drop_new)), new_rank[~drop_new]
-    # every row's place among the staged keys orders the step's files by key
+    # every row's place among the staged keys orders the step's files by key; the change log's
+    # order is applied on its writer thread (this process's steps downstream read the rows as they
+    # are: old rows, each key's delete, before new ones)
     minus = pa.array(np.full(old.num_rows, -1, np.int64))
     plus = pa.array(np.ones(new.num_rows, np.int64))
     delta = pa.concat_tables([old.append_column(W, minus), new.append_column(W, plus)])
-    if old.num_rows:
-        delta = delta.take(pa.array(_merged_order(len(codes), old_rank, new_rank)))
-    delta = in_key_order(delta, pk + [W])
+    order = _merged_order(len(codes), old_rank, new_rank) if old.num_rows else None
+    if order is None:
+        delta = in_key_order(delta, pk + [W])
     gone = old.filter(pa.array(~replaced))
     writes = pa.concat_tables([new.append_column(DELETED, pa.array(np.zeros(new.num_rows, bool))),
                                gone.append_column(DELETED, pa.array(np.ones(gone.num_rows, bool)))])
     if gone.num_rows:
         writes = writes.take(pa.array(_merged_order(len(codes), new_rank, old_rank[~replaced])))
-    return delta, in_key_order(writes, pk)
+    return delta, in_key_order(writes, pk), order
 
 
 def _merged_order(n: int, first: np.ndarray, second: np.ndarray) -> np.ndarray:
@@ -355,12 +360,13 @@ def _merged_order(n: int, first: np.ndarray, second: np.ndarray) -> np.ndarray:
 
 
 def _commit_output(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, delta, start: int, target: int,
-                   t0: float, defer: bool = False, writes=None) -> int:
+                   t0: float, defer: bool = False, writes=None, order=None) -> int:
     """Write the step's files and commit its manifest. With `defer` (a table's step inside a
     FLUSH, in-process) the files are only sorted and named here, for this process's downstream
     steps to read from the cache, while a background thread writes them and commits; a view
     commits only after its inputs' deferred commits succeeded (Warehouse.settle). `writes`: the output
-    state's writes, when the step found them on the way (else derived from the delta)."""
+    state's writes, when the step found them on the way (else derived from the delta); `order`: the
+    row order sorting the delta for its change log, when the step found it."""
     engine = ctx.engine
     cols = [c.name for c in obj.columns]
     key = list(obj.stream_key)
@@ -375,7 +381,7 @@ def _commit_output(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, delta,
     if defer and engine is wh.engine:
         prepared = {name: table.prepare(start, target) for name, table in tables.items()}
         if changed:
-            prepared[None] = _prepare_changelog(wh, engine, obj, delta, start, target)
+            prepared[None] = _prepare_changelog(wh, engine, obj, delta, start, target, order)
         pool = _writers()
         futures = {k: pool.submit(p.finish) for k, p in prepared.items() if p is not None}
         for name, p in prepared.items():  # the next step's lookups find the new files indexed
@@ -399,7 +405,7 @@ def _commit_output(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, delta,
     early = ctx.written
     jobs = {name: (table.flush, start, target) for name, table in tables.items() if name not in early}
     if changed:
-        jobs[None] = (_write_changelog, wh, engine, obj, delta, start, target)
+        jobs[None] = (_write_changelog, wh, engine, obj, delta, start, target, order)
     written = _run_all(jobs, parallel=engine is wh.engine)
     if engine is wh.engine:  # the next step's lookups find the new files indexed
         for name in jobs:
@@ -485,14 +491,14 @@ def _run_all(jobs: dict, parallel: bool) -> dict:
     return {k: fut.result() for k, fut in futures.items()}
 
 
-def _prepare_changelog(wh, engine, obj: CatalogObject, delta, start: int, target: int):
+def _prepare_changelog(wh, engine, obj: CatalogObject, delta, start: int, target: int, order=None):
     return prepare_sst(wh.store, engine, delta, f"objects/{obj.name}/changes", list(obj.stream_key) + [W],
-                       start, target)
+                       start, target, order=order)
 
 
-def _write_changelog(wh, engine, obj: CatalogObject, delta, start: int, target: int) -> SstFile:
+def _write_changelog(wh, engine, obj: CatalogObject, delta, start: int, target: int, order=None) -> SstFile:
     """The step's change log: sorted by stream key, deletes (-1) before inserts (+1) per key."""
-    return _prepare_changelog(wh, engine, obj, delta, start, target).finish()
+    return _prepare_changelog(wh, engine, obj, delta, start, target, order).finish()
 
 
 def _insert_delete_counts(engine, delta) -> dict:

@@ -97,6 +97,12 @@ def discard(path: str) -> None:
             _bytes -= f.size
 
 
+def replace(path: str, table: pa.Table) -> None:
+    """Put `table` in place of the cached rows of `path` (the same rows, now in the file's order)."""
+    discard(path)
+    put(path, table)
+
+
 def read(path: str) -> pa.Table:
     return _file(path).table
 
