@@ -8,6 +8,7 @@ step leaves only unreferenced files behind.
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -258,9 +259,9 @@ def apply_batches(wh, obj: CatalogObject, m: Manifest, keys: list[str], engine=N
 
 def table_change(wh, obj: CatalogObject, m: Manifest, keys: list[str], engine=None):
     """apply_batches' change, the table's state writes for it when the step found them on the way
-    (the fast path: new rows put, deleted keys' tombstones), else None, and the order that sorts
-    the change by key for its change log when the step knows it (then the change is not sorted
-    yet: its writer thread sorts it), else None."""
+    (the fast path: new rows put, deleted keys' tombstones), else None, and a function giving the
+    order that sorts the change by key for its change log when the step knows it (then the change
+    is not sorted yet: its writer thread sorts it), else None."""
     engine = engine or wh.engine
     staged = read_batches(wh, obj, keys)
     if staged is None or staged.num_rows == 0:
@@ -333,7 +334,7 @@ def _apply_batches_in_arrow(wh, obj: CatalogObject, m: Manifest, staged: pa.Tabl
     minus = pa.array(np.full(old.num_rows, -1, np.int64))
     plus = pa.array(np.ones(new.num_rows, np.int64))
     delta = pa.concat_tables([old.append_column(W, minus), new.append_column(W, plus)])
-    order = _merged_order(len(codes), old_rank, new_rank) if old.num_rows else None
+    order = partial(_merged_order, len(codes), old_rank, new_rank) if old.num_rows else None
     if order is None:
         delta = in_key_order(delta, pk + [W])
     gone = old.filter(pa.array(~replaced))
@@ -365,8 +366,8 @@ def _commit_output(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, delta,
     FLUSH, in-process) the files are only sorted and named here, for this process's downstream
     steps to read from the cache, while a background thread writes them and commits; a view
     commits only after its inputs' deferred commits succeeded (Warehouse.settle). `writes`: the output
-    state's writes, when the step found them on the way (else derived from the delta); `order`: the
-    row order sorting the delta for its change log, when the step found it."""
+    state's writes, when the step found them on the way (else derived from the delta); `order`: a
+    function giving the row order that sorts the delta for its change log, when the step found it."""
     engine = ctx.engine
     cols = [c.name for c in obj.columns]
     key = list(obj.stream_key)

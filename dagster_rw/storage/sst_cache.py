@@ -22,8 +22,8 @@ _LIMIT = int(os.environ.get("DAGSTER_RW_SST_CACHE_BYTES", str(4 << 30)))
 class _File:
     counted = False  # in the cache, its size added to the total
 
-    def __init__(self, table: pa.Table):
-        self.table = table.combine_chunks()  # one chunk per column: take() is much faster
+    def __init__(self, table: pa.Table, combine: bool = True):
+        self.table = table.combine_chunks() if combine else table  # one chunk per column: take() is much faster
         self.indexes: dict[tuple[str, ...], tuple[int, np.ndarray] | None] = {}
         self.size = table.nbytes
 
@@ -82,9 +82,10 @@ def read_parquet(path: str) -> pa.Table:
     return table
 
 
-def put(path: str, table: pa.Table) -> None:
-    """Remember a file this process just wrote (its sorted rows), saving the read-back."""
-    _insert(path, _File(table))
+def put(path: str, table: pa.Table, combine: bool = True) -> None:
+    """Remember a file this process just wrote (its sorted rows), saving the read-back
+    (`combine=False`: rows read through once, left in their chunks)."""
+    _insert(path, _File(table, combine))
 
 
 def discard(path: str) -> None:

@@ -437,7 +437,7 @@ class PreparedSst:
     readers) but which is not written yet: `finish()` writes and uploads it."""
 
     def __init__(self, store: ObjectStore, engine: Engine, key: str, rel, table: pa.Table | None,
-                 sort_keys: list[str], epoch_from: int, epoch_to: int, order: np.ndarray | None = None):
+                 sort_keys: list[str], epoch_from: int, epoch_to: int, order=None):
         self.store, self.engine, self.key, self.rel, self.table = store, engine, key, rel, table
         self.sort_keys, self.epoch_from, self.epoch_to, self.order = sort_keys, epoch_from, epoch_to, order
 
@@ -449,7 +449,7 @@ class PreparedSst:
     def finish(self) -> SstFile:
         tmp = os.path.join(self.store.scratch_dir(), f"{uuid.uuid4().hex}.parquet")
         if self.order is not None:  # sorted here, on the writer thread; the cache gets the sorted rows
-            self.table, self.order = self.table.take(pa.array(self.order)), None
+            self.table, self.order = self.table.take(pa.array(self.order())), None
             sst_cache.replace(self.store.cache_path(self.key), self.table)
         if self.table is not None:
             write_parquet(self.table, tmp, self.sort_keys)
@@ -462,10 +462,11 @@ class PreparedSst:
 
 
 def prepare_sst(store: ObjectStore, engine: Engine, rel, key_dir: str, sort_keys: list[str],
-                epoch_from: int, epoch_to: int, ordered: bool = False, order: np.ndarray | None = None) -> PreparedSst:
+                epoch_from: int, epoch_to: int, ordered: bool = False, order=None) -> PreparedSst:
     """A step file to be (`ordered`: Arrow rows already sorted by `sort_keys`, as are rows marked
-    so by in_key_order; `order`: the row order that sorts them, applied when the file is written,
-    this process's readers meanwhile reading the rows as they are)."""
+    so by in_key_order; `order`: a function giving the row order that sorts them, called when the
+    file is written, this process's readers meanwhile reading the rows as they are, unchunked
+    only then)."""
     name = f"{epoch_from:020d}-{epoch_to:020d}-{uuid.uuid4().hex[:12]}.parquet"
     key = f"{key_dir}/{name}"
     if isinstance(rel, pa.Table) and rel.schema.metadata and KEY_ORDER in rel.schema.metadata:
@@ -473,7 +474,7 @@ def prepare_sst(store: ObjectStore, engine: Engine, rel, key_dir: str, sort_keys
         rel = rel.replace_schema_metadata(None)
     intervals = isinstance(rel, pa.Table) and any(pa.types.is_interval(f.type) for f in rel.schema)
     if order is not None and isinstance(rel, pa.Table) and not intervals:
-        sst_cache.put(store.cache_path(key), rel)
+        sst_cache.put(store.cache_path(key), rel, combine=False)
         return PreparedSst(store, engine, key, rel, rel, sort_keys, epoch_from, epoch_to, order=order)
     table = (rel if ordered and not intervals else sort_for_sst(rel, sort_keys)) if isinstance(rel, pa.Table) else None
     if table is not None:
