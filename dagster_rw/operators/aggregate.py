@@ -83,8 +83,6 @@ class AggregateOp(Operator):
     def apply(self, inputs):
         (d,) = inputs
         node = self.node
-        # MIN/MAX value counts first: their file is sorted and written while the step goes on
-        self.counted_early = {i for i, a in enumerate(node.aggs) if self.stage_counts_early(i, a, d)}
         g = col_list(self.groups)
         gsel = g + ", " if self.groups else ""
         group_by = f" GROUP BY {g}" if self.groups else ""
@@ -296,10 +294,10 @@ class AggregateOp(Operator):
             dm = self.sql(
                 f"SELECT {gsel}{x} AS v, CAST(sum({W}) AS BIGINT) AS dc FROM d WHERE {x} IS NOT NULL "
                 f"GROUP BY {gsel}{x} HAVING sum({W}) <> 0", d=d)
-            if i not in self.counted_early and isinstance(dm, pa.Table):
+            if isinstance(dm, pa.Table):
                 counts.stage(dm.rename_columns(keys + ["cnt"]).append_column(
                     DELETED, pa.array(np.zeros(dm.num_rows, bool))))
-            elif i not in self.counted_early:
+            else:
                 counts.stage(self.sql(f"SELECT {gsel}v, dc AS cnt, false AS {DELETED} FROM dm", dm=dm))
             self.ctx.write_now(f"op{self.node.id}.vcount{i}")
             if a.distinct:
@@ -364,7 +362,9 @@ class AggregateOp(Operator):
                 or not pa.types.is_integer(d.schema.field(x).type):
             return None
         keys = self.groups + ["v"]
-        sub = self.value_rows(d, a)
+        sub = d.select(self.groups + [x, W]).rename_columns(keys + [W])
+        if sub.column("v").null_count:
+            sub = sub.filter(pc.is_valid(sub.column("v")))
         if sub.num_rows:
             counted = self.extremes_by_counting(sub, a, counts, old, i)
             if counted is not None:
@@ -377,8 +377,7 @@ class AggregateOp(Operator):
         if dm is None:
             return None  # nothing changes the counts (SQL's answer covers a global aggregate's one row)
         dc = dm.column("dc").to_numpy()
-        if i not in self.counted_early:
-            counts.stage(dm.rename_columns(keys + ["cnt"]).append_column(DELETED, pa.array(np.zeros(len(dc), bool))))
+        counts.stage(dm.rename_columns(keys + ["cnt"]).append_column(DELETED, pa.array(np.zeros(len(dc), bool))))
         # per group: the best value added (a row with dc > 0; rows are in value order per group)
         gcodes = sst_cache.key_codes(dm, self.groups) if self.groups else np.zeros(len(dc), np.int8)
         gstarts = np.flatnonzero(np.concatenate(([True], gcodes[1:] != gcodes[:-1])))
@@ -416,27 +415,6 @@ class AggregateOp(Operator):
                               "ins_best": ins_best, "lost": pa.array(lost),
                               "g_touched": pa.array(np.ones(len(gstarts), bool))})
         return dm, per_group
-
-    def value_rows(self, d: pa.Table, a) -> pa.Table:
-        """The delta's (groups..., v, weight) for aggregate `a`'s argument, NULL values left out."""
-        keys = self.groups + ["v"]
-        sub = d.select(self.groups + [cname(a.arg), W]).rename_columns(keys + [W])
-        return sub.filter(pc.is_valid(sub.column("v"))) if sub.column("v").null_count else sub
-
-    def stage_counts_early(self, i: int, a, d) -> bool:
-        """Stage a MIN/MAX's value count changes (one small-integer group column without NULLs,
-        a small-integer value) and have them written now, computed on a writer thread while the
-        step goes on (whichever path then settles the extremes stages nothing more). False when
-        the counts are not of that kind."""
-        if a.func not in MINPUT or a.distinct or not isinstance(d, pa.Table) or len(self.groups) != 1 \
-                or f"op{self.node.id}.minput{i}" in self.ctx.manifest.state:
-            return False
-        (g,) = self.groups
-        if not all(sst_cache.is_small_int(d.schema.field(c).type) for c in (g, cname(a.arg))) or d.column(g).null_count:
-            return False
-        self.state(f"vcount{i}").stage(partial(_count_change_writes, self.value_rows(d, a), self.groups + ["v"]))
-        self.ctx.write_now(f"op{self.node.id}.vcount{i}")
-        return True
 
     def extremes_by_counting(self, sub: pa.Table, a, counts, old: pa.Table, i: int):
         """counts_in_numpy's answer without sorting the delta, for one integer group column without
@@ -499,8 +477,7 @@ class AggregateOp(Operator):
                 at = np.searchsorted(sst_cache.key_codes(probe, keys), sst_cache.key_codes(found, keys))
                 old_count[at] = found.column("cnt").to_numpy()
             lost[probe_slots[old_count + change[probe_slots] <= 0]] = True
-        if i not in self.counted_early:
-            counts.stage(partial(_count_change_writes, sub, keys))  # sorted and written on a writer thread
+        counts.stage(partial(_count_change_writes, sub, keys))  # sorted and written on a writer thread
         touched = np.flatnonzero(np.bincount(slot, minlength=span))
         vtype = sub.schema.field("v").type
         ins_best = pa.array(best[touched] * sign, mask=~has_best[touched]).cast(vtype)
