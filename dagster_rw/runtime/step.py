@@ -8,9 +8,9 @@ step leaves only unreferenced files behind.
 from __future__ import annotations
 
 import dataclasses
-from functools import partial
 import time
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 import numpy as np
 import pyarrow as pa
@@ -454,7 +454,7 @@ def _finish_commit(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, tables
 
 
 def _index_ahead(table: StateTable, written) -> None:
-    """When a state file written early in a step is done: index it on a writer thread."""
+    """When a state file written early in a step is done: index it on the indexing thread."""
     if not written.cancelled() and written.exception() is None and written.result() is not None:
         _indexer().submit(table.index_ahead, written.result())
 
