@@ -461,6 +461,7 @@ class Warehouse:
     def _refresh_round(self) -> int:
         newest = epochs.newest_epoch(self.store)
         self.pipelining = True
+        step.hold_indexing(True)
         try:
             for obj in self.catalog().topological():
                 if obj.kind != catalogs.SINK:
@@ -469,6 +470,8 @@ class Warehouse:
             self.pipelining = False
             self.settle(report=False)  # the step's own error is the one to report
             raise
+        finally:
+            step.hold_indexing(False)
         self.pipelining = False
         self.settle()
         self.collect_garbage()
