@@ -6,6 +6,7 @@ import random
 import threading
 import time
 import uuid
+from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import pyarrow as pa
@@ -68,6 +69,9 @@ OP = "_op"
 SEQ = "_seq"
 
 
+_STAGED_KEPT_BYTES = 256 << 20
+
+
 class Warehouse:
     def __init__(self, store: ObjectStore, duck: DuckEngine | None = None, spark_engine=None, **options):
         self.store = store
@@ -83,6 +87,7 @@ class Warehouse:
         self._deferred: dict[str, tuple[Manifest, Future]] = {}
         self._committer: ThreadPoolExecutor | None = None
         self.compactor = Compactor(self)
+        self._staged_kept: deque[tuple[str, int]] = deque()  # staged batches kept decoded, oldest first
 
     def step_engine(self, input_rows: int):
         """The engine for a step: in-process for small inputs, Spark for large ones (or as forced)."""
@@ -372,9 +377,20 @@ class Warehouse:
             self.store.upload_file(tmp, key)
         else:
             self.store.upload_file(tmp, key)
-            # this process's table step reads the batch back decoded, not from the file
-            sst_cache.put(self.store.cache_path(key), rows)
+            self._keep_staged(self.store.cache_path(key), rows)
         return n
+
+    def _keep_staged(self, path: str, rows: pa.Table) -> None:
+        """Keep a staged batch decoded for this process's table step (it reads it back from the
+        cache, not the file), within _STAGED_KEPT_BYTES: a process that only stages (a producer
+        whose batches another process applies) keeps no more than that."""
+        sst_cache.put(path, rows)
+        self._staged_kept.append((path, rows.nbytes))
+        total = sum(n for _, n in self._staged_kept)
+        while total > _STAGED_KEPT_BYTES and self._staged_kept:
+            gone, n = self._staged_kept.popleft()
+            sst_cache.discard(gone)  # (nothing if its table step already took it)
+            total -= n
 
     def pending_rows(self, table: str) -> pa.Table:
         """The table as the next barrier will make it: committed rows plus DML accepted since."""
