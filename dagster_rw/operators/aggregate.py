@@ -200,17 +200,11 @@ class AggregateOp(Operator):
         delta; exact while every sum stays below 2**53 (so there are at most 2**22 rows of weight
         1, each value a 32-bit integer). Groups come out in order. None when that does not hold."""
         (g,) = self.groups if len(self.groups) == 1 else (None,)
-        if g is None or not pa.types.is_integer(d.schema.field(g).type) or d.column(g).null_count \
-                or not d.num_rows:
-            return None
-        keys = d.column(g).to_numpy()
+        slots = _group_slots(d.column(g)) if g is not None else None
         w = d.column(W).to_numpy()
-        lo, hi = int(keys.min()), int(keys.max())
-        if hi - lo > 4 * len(keys) + (1 << 16) or int(np.abs(w).max()) * len(w) >= 1 << 22:
+        if slots is None or int(np.abs(w).max()) * len(w) >= 1 << 22:
             return None
-        slot = keys - lo if lo else keys
-        span = hi - lo + 1
-        present = np.flatnonzero(np.bincount(slot, minlength=span))
+        lo, span, slot, present = slots
 
         def summed(weights) -> np.ndarray:
             return np.bincount(slot, weights=weights, minlength=span)[present].astype(np.int64)
@@ -426,13 +420,13 @@ class AggregateOp(Operator):
         sorted, are computed on the writer thread that writes them. None when that does not hold."""
         (g,) = self.groups if len(self.groups) == 1 else (None,)
         if g is None or not all(sst_cache.is_small_int(sub.schema.field(c).type) for c in (g, "v")) \
-                or sub.column(g).null_count or old.column(g).null_count:
+                or old.column(g).null_count:
             return None
-        group = sub.column(g).to_numpy()
-        lo, hi = int(group.min()), int(group.max())
-        if hi - lo > 4 * len(group) + (1 << 16):
+        slots = _group_slots(sub.column(g))
+        if slots is None:
             return None
-        span, slot = hi - lo + 1, (group - lo).astype(np.intp)
+        lo, span, slot, touched = slots
+        gtype, vtype = sub.schema.field(g).type, sub.schema.field("v").type
         keys = self.groups + ["v"]
         sign = 1 if a.func == "max" else -1  # work on values whose maximum is the extreme
         value = sub.column("v").to_numpy().astype(np.int64) * sign
@@ -468,7 +462,6 @@ class AggregateOp(Operator):
         lost = np.zeros(span, bool)
         probe_slots = np.flatnonzero(has_old & (change < 0))
         if len(probe_slots):  # its last copies may be gone: its old count, from the state
-            gtype, vtype = sub.schema.field(g).type, sub.schema.field("v").type
             probe = pa.table({g: pa.array(probe_slots + lo).cast(gtype),
                               "v": pa.array(old_best[probe_slots] * sign).cast(vtype)})
             found = counts.lookup(probe, keys)
@@ -478,10 +471,8 @@ class AggregateOp(Operator):
                 old_count[at] = found.column("cnt").to_numpy()
             lost[probe_slots[old_count + change[probe_slots] <= 0]] = True
         counts.stage(partial(_count_change_writes, sub, keys))  # sorted and written on a writer thread
-        touched = np.flatnonzero(np.bincount(slot, minlength=span))
-        vtype = sub.schema.field("v").type
         ins_best = pa.array(best[touched] * sign, mask=~has_best[touched]).cast(vtype)
-        per_group_table = pa.table({g: pa.array(touched + lo).cast(sub.schema.field(g).type), "ins_best": ins_best,
+        per_group_table = pa.table({g: pa.array(touched + lo).cast(gtype), "ins_best": ins_best,
                                     "lost": pa.array(lost[touched]),
                                     "g_touched": pa.array(np.ones(len(touched), bool))})
         # the rows of the groups that lost their extreme: minput_step recomputes it from them
@@ -565,6 +556,20 @@ class AggregateOp(Operator):
 
     def value_type(self, a) -> str:
         return sqltypes.duckdb_type(self.node.child.columns[a.arg].type)
+
+
+def _group_slots(column) -> tuple[int, int, np.ndarray, np.ndarray] | None:
+    """For an integer group column without NULLs whose values span a range not much wider than
+    its rows: (lowest value, span, each row's slot (value - lowest), the slots that occur, in
+    order); None otherwise (the callers then sort or hash)."""
+    if not pa.types.is_integer(column.type) or column.null_count or not len(column):
+        return None
+    values = column.to_numpy()
+    lo, hi = int(values.min()), int(values.max())
+    if hi - lo > 4 * len(values) + (1 << 16):
+        return None
+    slot = (values - lo).astype(np.intp)
+    return lo, hi - lo + 1, slot, np.flatnonzero(np.bincount(slot, minlength=hi - lo + 1))
 
 
 def _count_changes(sub: pa.Table, keys: list[str], codes: np.ndarray) -> pa.Table | None:

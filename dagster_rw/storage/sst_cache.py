@@ -452,39 +452,34 @@ def positions(path: str, cols: list[str], needles: np.ndarray, in_order: bool = 
     return f.table, pos + nulls, hit
 
 
-def index_like(path: str, model: str, cols: list[str]) -> None:
-    """Build the key indexes of a cached file for lookups by `cols` that lookups built for the
-    cached file `model` (a state table's previous file): only the kinds its lookups use."""
-    with _lock:
-        m, f = _cache.get(model), _cache.get(path)
+def build_indexes(path: str, cols: list[str], like: str | None = None) -> None:
+    """Build a file's key indexes for lookups by `cols` now, so that the first step to look a key
+    up in it does not pay for them: a merged file's on the merging thread (the kinds its size
+    calls for); with `like`, a step's cached file on the indexing thread, only the kinds that
+    lookups built for the cached file `like` (its table's previous file), none if they built none."""
     cols = tuple(cols)
-    if m is None or f is None or cols not in m.indexes:
-        return
+    if like is not None:
+        with _lock:
+            model, f = _cache.get(like), _cache.get(path)
+        if model is None or f is None or cols not in model.indexes:
+            return
+    else:
+        f = _file(path)
     idx = _index(f, cols)
     if idx is None or not len(idx[1]):
         return
     keys = idx[1]
-    if ("dense",) + cols in m.indexes:
+    if like is not None:
+        kinds = [k for k in ("dense", "sparse", "filter") if (k,) + cols in model.indexes]
+    else:
+        kinds = ["dense"] if _dense(f, cols, keys) is not None else \
+            ["sparse"] if len(keys) >= _SPARSE_MIN_ROWS else ["filter"]
+    if "dense" in kinds:
         _dense(f, cols, keys)
-    if ("sparse",) + cols in m.indexes:
+    if "sparse" in kinds:
         _sparse(f, cols, keys)
-    if ("filter",) + cols in m.indexes and keys.dtype.kind in "iu":
+    if "filter" in kinds and keys.dtype.kind in "iu":
         _filter(f, cols, keys)
-
-
-def build_indexes(path: str, cols: list[str]) -> None:
-    """Build a file's key indexes for lookups by `cols` now (a merged file, on the merging thread),
-    so that the first step to look a key up in it does not pay for them."""
-    f = _file(path)
-    idx = _index(f, tuple(cols))
-    if idx is None or not len(idx[1]):
-        return
-    keys = idx[1]
-    if _dense(f, tuple(cols), keys) is None:
-        if len(keys) >= _SPARSE_MIN_ROWS:
-            _sparse(f, tuple(cols), keys)
-        elif keys.dtype.kind in "iu":
-            _filter(f, tuple(cols), keys)
 
 
 def has_tombstones(path: str, column: str) -> bool:

@@ -292,7 +292,7 @@ class StateTable:
             return
         cols = sst_cache.usable_prefix(self.schema, self.pk) if self.pk else []
         if cols:
-            sst_cache.index_like(path, others[-1], cols)
+            sst_cache.build_indexes(path, cols, like=others[-1])
         if USE_HOLDERS and len(self.pk) == 1 and all(sst_cache.cached(p) is not None for p in others):
             sst_cache.newest_holders(others + [path], self.pk, np.zeros(0, np.int64))
 
