@@ -372,11 +372,11 @@ class Warehouse:
                 raise IntegrityError(f'null value in column "{nulls[0]}" of {table!r} violates its primary key')
         key = epochs.staging_key(table)
         tmp = os.path.join(self.store.scratch_dir(), f"{uuid.uuid4().hex}.parquet")
-        if write_sorted(rows, tmp, []) is None:  # a type pyarrow cannot write: DuckDB writes it
+        by_arrow = write_sorted(rows, tmp, []) is not None
+        if not by_arrow:  # a type pyarrow cannot write: DuckDB writes it
             self.engine.write_parquet(rows, tmp, [])
-            self.store.upload_file(tmp, key)
-        else:
-            self.store.upload_file(tmp, key)
+        self.store.upload_file(tmp, key)
+        if by_arrow:
             self._keep_staged(self.store.cache_path(key), rows)
         return n
 
