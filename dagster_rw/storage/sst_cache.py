@@ -644,9 +644,12 @@ class _Holders:
             lo, hi, end = int(keys[0]), int(keys[-1]), self.low + len(self.owner)
             if lo < self.low or hi >= end:
                 new_low, top = min(lo, self.low), max(hi + 1, end)
-                size = top - new_low + (top - new_low) // 4  # room for the ids still to come
-                if size > min(4 * self.keys + (1 << 16), _HOLDER_MAX_SLOTS):
+                limit = min(4 * self.keys + (1 << 16), _HOLDER_MAX_SLOTS)
+                if top - new_low > limit:
                     return False  # the keys spread too thin for a map by value
+                # room for the ids still to come, within the limit (headroom alone never refuses
+                # a map: growing at the low end again and again would compound it)
+                size = min(top - new_low + (top - new_low) // 4, limit)
                 grown = np.zeros(size, np.uint16)
                 grown[self.low - new_low:self.low - new_low + len(self.owner)] = self.owner
                 self.owner, self.low = grown, new_low
