@@ -195,10 +195,10 @@ def test_sparse_index_search_on_a_large_file():
 @SETTINGS
 @given(values=st.lists(st.integers(-(1 << 63), (1 << 63) - 1), max_size=300),
        dtype=st.sampled_from([np.int64, np.int32, np.int16, np.uint64]), shift=st.integers(0, 62))
-def test_packed_sort_order_equals_numpys_stable_argsort(monkeypatch, values, dtype, shift):
-    """Sorting (value, row number) packed into one uint64 gives numpy's stable argsort, over
-    narrow and full-width value ranges (the latter fall back to argsort)."""
-    monkeypatch.setattr(sst_cache, "_PACK_MIN_ROWS", 0)
+def test_radix_sort_order_equals_numpys_stable_argsort(monkeypatch, values, dtype, shift):
+    """The radix sort by 16-bit digits gives numpy's stable argsort, over narrow and full-width
+    value ranges."""
+    monkeypatch.setattr(sst_cache, "_RADIX_MIN_ROWS", 0)
     info = np.iinfo(dtype)
     codes = np.array([min(max(v >> shift, info.min), info.max) for v in values], dtype)
     order, ordered = sst_cache.sorted_order(codes)
@@ -212,11 +212,27 @@ def test_packed_sort_order_equals_numpys_stable_argsort(monkeypatch, values, dty
     assert all(short[i] == short[j] for i in range(len(h)) for j in range(len(h)) if h[order[i]] == h[order[j]])
 
 
-@pytest.fixture(params=["argsort", "packed"])
+@SETTINGS
+@given(pairs=st.lists(st.tuples(st.integers(-(1 << 31), (1 << 31) - 1), st.integers(-(1 << 31), (1 << 31) - 1)),
+                      max_size=200),
+       shifts=st.tuples(st.sampled_from([0, 16, 20, 24, 31]), st.sampled_from([0, 16, 20, 24, 31])))
+def test_two_column_codes_sort_like_numpy(monkeypatch, pairs, shifts):
+    """Two small-integer key columns' codes, renumbered densely when their halves' spans allow it
+    (_dense_halves), sort as numpy's stable argsort sorts the codes."""
+    monkeypatch.setattr(sst_cache, "_RADIX_MIN_ROWS", 0)
+    table = pa.table({"a": pa.array([a >> shifts[0] for a, _ in pairs], pa.int32()),
+                      "b": pa.array([b >> shifts[1] for _, b in pairs], pa.int32())})
+    codes = sst_cache.key_codes(table, ["a", "b"])
+    order, ordered = sst_cache.sorted_order(codes)
+    assert order.tolist() == np.argsort(codes, kind="stable").tolist()
+    assert ordered.tolist() == sorted(codes.tolist())
+
+
+@pytest.fixture(params=["argsort", "radix"])
 def sort_kind(request, monkeypatch):
-    """Run a test with numpy's argsort and with the packed sort that large inputs take."""
-    if request.param == "packed":
-        monkeypatch.setattr(sst_cache, "_PACK_MIN_ROWS", 0)
+    """Run a test with numpy's argsort and with the radix sort that large inputs take."""
+    if request.param == "radix":
+        monkeypatch.setattr(sst_cache, "_RADIX_MIN_ROWS", 0)
     return request.param
 
 
