@@ -548,3 +548,20 @@ def test_joins_keep_only_the_columns_read_above_them_and_equal_duckdb(tmp_path_f
         for f in files if side in kept else []:
             assert set(pq.read_schema(conn.wh.store.local_path(f.key)).names) == kept[side] | {"_epoch", "_del"}
     conn.close()
+
+
+@SETTINGS
+@given(pairs=st.lists(st.tuples(st.integers(-(1 << 15), (1 << 15) - 1), st.integers(-(1 << 31), (1 << 31) - 1)),
+                      max_size=50),
+       types=st.sampled_from([(pa.int16(), pa.int32()), (pa.int32(), pa.int32()), (pa.int8(), pa.int16())]))
+def test_key_codes_decode_to_the_key_columns(pairs, types):
+    """decode_codes undoes key_codes for signed small-integer pairs (the aggregate's count changes
+    take their keys from the sorted codes instead of gathering them from the rows)."""
+    bounds = [(np.iinfo(t.to_pandas_dtype()).min, np.iinfo(t.to_pandas_dtype()).max) for t in types]
+    cols = [[min(max(p[i], bounds[i][0]), bounds[i][1]) for p in pairs] for i in range(2)]
+    table = pa.table({"a": pa.array(cols[0], types[0]), "b": pa.array(cols[1], types[1])})
+    decoded = sst_cache.decode_codes(sst_cache.key_codes(table, ["a", "b"]), list(types))
+    assert [c.to_pylist() for c in decoded] == cols
+    assert [c.type for c in decoded] == list(types)
+    one = sst_cache.decode_codes(sst_cache.key_codes(table, ["b"]), [types[1]])
+    assert one[0].to_pylist() == cols[1]

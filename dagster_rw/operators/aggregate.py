@@ -581,10 +581,15 @@ def _count_changes(sub: pa.Table, keys: list[str], codes: np.ndarray) -> pa.Tabl
     starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
     dc = np.add.reduceat(sub.column(W).to_numpy()[order], starts)
     keep = dc != 0
-    dc, first = dc[keep], order[starts][keep]
+    if not keep.all():
+        dc, starts = dc[keep], starts[keep]
     if not len(dc):
         return None
-    return sub.select(keys).take(pa.array(first)).append_column("dc", pa.array(dc))
+    # the keys from their codes (no gather from the rows), where the coding can be undone
+    columns = sst_cache.decode_codes(ordered[starts], [sub.schema.field(k).type for k in keys])
+    if columns is None:
+        return sub.select(keys).take(pa.array(order[starts])).append_column("dc", pa.array(dc))
+    return pa.Table.from_arrays(columns + [pa.array(dc)], names=keys + ["dc"])
 
 
 def _count_change_writes(sub: pa.Table, keys: list[str]) -> pa.Table:

@@ -170,6 +170,19 @@ def _int_codes(columns: list) -> np.ndarray | None:
     return _encode(columns)
 
 
+def decode_codes(codes: np.ndarray, types: list[pa.DataType]) -> list[pa.Array] | None:
+    """The key columns (of `types`) that key_codes coded as `codes`, or None when their coding
+    cannot be undone here (only signed integers and one-column integer codes are)."""
+    if len(types) == 1 and pa.types.is_integer(types[0]):
+        return [pa.array(codes).cast(types[0])]
+    if len(types) == 2 and all(pa.types.is_signed_integer(t) and t.bit_width <= 32 for t in types):
+        flip = np.uint32(1 << 31)
+        high = ((codes >> np.uint64(32)).astype(np.uint32) ^ flip).view(np.int32)
+        low = (codes.astype(np.uint32) ^ flip).view(np.int32)
+        return [pa.array(high).cast(types[0]), pa.array(low).cast(types[1])]
+    return None
+
+
 def key_codes(table: pa.Table, keys: list[str]) -> np.ndarray | None:
     """Order-preserving numpy codes for the key columns of every row (one integer-like column, or
     two small-integer ones), or None when the key cannot be coded that way."""
@@ -275,13 +288,17 @@ def _range_codes(columns: list) -> np.ndarray | None:
     for c in columns:
         if not pa.types.is_integer(c.type):
             c = c.cast(pa.int64() if c.type.bit_width == 64 else pa.int32())
-        values.append(c.to_numpy().astype(np.int64))
+        values.append(c.to_numpy().astype(np.int64))  # a copy, even of an int64 column
     lo = [int(v.min()) for v in values]
     widths = [max(int(v.max()) - low, 0).bit_length() for v, low in zip(values, lo)]
     if sum(widths) > 63:
         return None
-    hi = (values[0] - lo[0]).astype(np.uint64) << np.uint64(widths[1])
-    return hi | (values[1] - lo[1]).astype(np.uint64)
+    high, low = values  # (fresh int64 copies: worked on in place)
+    high -= lo[0]
+    high <<= widths[1]
+    low -= lo[1]
+    high |= low
+    return high.view(np.uint64)
 
 
 def order_codes(table: pa.Table, keys: list[str]) -> np.ndarray | None:
