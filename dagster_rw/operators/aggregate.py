@@ -194,13 +194,29 @@ class AggregateOp(Operator):
         out = pa.table(columns).group_by(self.groups, use_threads=False).aggregate([(n, "sum") for n in sums])
         return out.select(self.groups + [f"{n}_sum" for n in sums]).rename_columns(self.groups + sums)
 
+    def _group_slots(self, column):
+        """_group_slots of a group column, computed once per step: the sums and the extremes by
+        counting both take the slots of the delta's group column (~0.5 ms for 100k rows)."""
+        chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+        if len(chunks) != 1:
+            return _group_slots(column)
+        buffers = chunks[0].buffers()
+        key = (buffers[1].address if buffers[1] is not None else None, chunks[0].offset, len(chunks[0]))
+        memo = getattr(self, "_slots_memo", None)
+        # the memo holds the column it was computed for: while it lives, no other column has its buffer
+        if memo is not None and memo[0] == key:
+            return memo[2]
+        slots = _group_slots(column)
+        self._slots_memo = (key, column, slots)
+        return slots
+
     def group_deltas_by_counting(self, d: pa.Table, linear: list) -> pa.Table | None:
         """group_deltas_in_arrow's answer by weighted counts per group value (np.bincount), for one
         integer group column without NULLs whose values span a range not much wider than the
         delta; exact while every sum stays below 2**53 (so there are at most 2**22 rows of weight
         1, each value a 32-bit integer). Groups come out in order. None when that does not hold."""
         (g,) = self.groups if len(self.groups) == 1 else (None,)
-        slots = _group_slots(d.column(g)) if g is not None else None
+        slots = self._group_slots(d.column(g)) if g is not None else None
         w = d.column(W).to_numpy()
         if slots is None or int(np.abs(w).max()) * len(w) >= 1 << 22:
             return None
@@ -422,7 +438,7 @@ class AggregateOp(Operator):
         if g is None or not all(sst_cache.is_small_int(sub.schema.field(c).type) for c in (g, "v")) \
                 or old.column(g).null_count:
             return None
-        slots = _group_slots(sub.column(g))
+        slots = self._group_slots(sub.column(g))
         if slots is None:
             return None
         lo, span, slot, touched = slots
