@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
+import sys
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -32,6 +34,20 @@ class _Merge:
     before: list[str]  # keys of the files listed before the merged ones, unchanged
     group: list[str]  # keys of the files the merged file replaces, oldest first
     future: Future  # -> SstFile
+
+
+def _lower_priority() -> None:
+    """The merging thread yields the cores to the steps: a merge of a 50M-row table's newest
+    files (1.6M rows) takes ~0.2 s of CPU that the FLUSHes running meanwhile would otherwise share
+    (measured over 40 FLUSHes at 50M rows, merges running: mean 80/67 -> 69/64 ms, 90th percentile
+    112/88 -> 82/77 ms). Between steps the merge still gets whole cores; while steps run without
+    pause merges fall behind, and a step then waits for its table's merge (Compactor.compact)."""
+    if not sys.platform.startswith("linux"):  # elsewhere a thread id is no process id: leave it be
+        return
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)  # Linux: this thread only
+    except OSError:  # not allowed: merges keep the normal priority
+        pass
 
 
 class Compactor:
@@ -62,7 +78,8 @@ class Compactor:
             start = table.compaction_start(limit) if key not in self._merges else None
             if start is not None:
                 if self._pool is None:
-                    self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rw-compact")
+                    self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rw-compact",
+                                                    initializer=_lower_priority)
                 snapshot = copy.copy(table)
                 snapshot.files = list(files)
                 self._merges[key] = _Merge([f.key for f in files[:start]], [f.key for f in files[start:]],
