@@ -67,7 +67,7 @@ class CountTable(StateTable):
         else:
             codes = sst_cache.key_codes(rows, self.pk)
             if codes is not None:
-                order, ordered = sst_cache.sorted_order(codes)
+                order, ordered = sst_cache.sorted_order(codes, runs=True)  # files' rows, each file in key order
                 starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
                 single = rows.select(self.pk).take(pa.array(order[starts]))
                 for c in self.counts:

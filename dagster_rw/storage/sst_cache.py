@@ -214,11 +214,14 @@ def key_hash(table: pa.Table, keys: list[str]) -> np.ndarray | None:
     return h
 
 
-def sorted_order(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def sorted_order(codes: np.ndarray, runs: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(order, codes[order]): a stable argsort of integer codes; radix-sorted from _RADIX_MIN_ROWS
-    rows (two small-integer columns' codes renumbered densely first, when that fits 32 bits)."""
+    rows (two small-integer columns' codes renumbered densely first, when that fits 32 bits).
+    `runs`: the codes are a few sorted runs one after the other (files concatenated, as a merge
+    reads them), which numpy's stable argsort (timsort) merges instead of sorting: measured 2-6x
+    faster than the radix sort there (20 runs of 100k: 47 vs 133 ms; 2 runs of 2M: 28 vs 163 ms)."""
     n = len(codes)
-    if n > 1 and n >= _RADIX_MIN_ROWS and codes.dtype.kind in "iu":
+    if n > 1 and n >= _RADIX_MIN_ROWS and codes.dtype.kind in "iu" and not runs:
         lo, hi = int(codes.min()), int(codes.max())
         dense = _dense_halves(codes) if hi - lo >= 1 << 32 else None
         if dense is None:

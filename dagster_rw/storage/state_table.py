@@ -426,7 +426,7 @@ class StateTable:
         codes = sst_cache.order_codes(source, self.pk)
         if codes is None:
             return None
-        order, ordered = sst_cache.sorted_order(codes)
+        order, ordered = sst_cache.sorted_order(codes, runs=True)
         newest = order[np.flatnonzero(np.append(ordered[1:] != ordered[:-1], True))]
         merged = source.take(pa.array(newest))
         return merged.filter(pc.invert(merged.column(DELETED))) if full_merge else merged
