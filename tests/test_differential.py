@@ -396,3 +396,20 @@ def _top_n_refill_workload(warehouse: str, steps) -> None:
         for name, q in TOP_N_REFILL.items():
             assert_same(conn.execute(f"SELECT * FROM {name}").fetchall(),
                         oracle.rows(q if isinstance(q, str) else q[1]), name)
+
+
+# EXISTS / NOT EXISTS / IN (subquery) in WHERE: semi- and anti-joins with the subquery's distinct
+# correlated values; outer rows with NULL keys, several matches per key, matches coming and going
+SUBQUERY_PREDICATES = {
+    "exists_correlated": "SELECT id, v FROM t1 WHERE EXISTS (SELECT * FROM t2 WHERE t2.k = t1.k AND t2.w > 2)",
+    "not_exists": "SELECT id, k, s FROM t1 WHERE NOT EXISTS (SELECT 1 FROM t2 WHERE k = t1.k AND w < 8)",
+    "in_subquery": "SELECT id FROM t1 WHERE v > 1 AND k IN (SELECT k FROM t3 WHERE v IS NOT NULL)",
+    "in_grouped": "SELECT k, count(*) AS n FROM t1 WHERE k IN (SELECT k FROM t2 GROUP BY k HAVING count(*) > 1) "
+                  "GROUP BY k",
+    "exists_two_keys": "SELECT a.id FROM t1 a WHERE EXISTS (SELECT 1 FROM t3 b WHERE b.k = a.k AND b.v = a.v) "
+                       "AND NOT EXISTS (SELECT 1 FROM t2 c WHERE c.id = a.id)",
+    # correlated with both sides of a comma join (the anti-join comes after the join)
+    "anti_after_join": "SELECT a.id, b.id AS bid FROM t1 a, t2 b WHERE a.k = b.k "
+                       "AND NOT EXISTS (SELECT 1 FROM t3 c WHERE c.k = a.k AND c.v = b.w)",
+}
+test_subquery_predicate_views_match_duckdb = _workload_test(SUBQUERY_PREDICATES)

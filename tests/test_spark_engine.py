@@ -33,6 +33,9 @@ VIEWS = {
     "string_agg_groups": ORDERED_AGGREGATES["string_agg_groups"],
     "array_agg_groups": ORDERED_AGGREGATES["array_agg_groups"],
     "df_scalar_max": DYNAMIC_FILTERS["df_scalar_max"],
+    # a semi-join and an anti-join (EXISTS / NOT EXISTS subqueries) in one view
+    "exists_not_exists": "SELECT id, k FROM t1 WHERE EXISTS (SELECT 1 FROM t2 WHERE t2.k = t1.k AND t2.w > 2) "
+                         "AND NOT EXISTS (SELECT 1 FROM t2 c WHERE c.id = t1.id AND c.w > 5)",
 }
 
 STEPS = [

@@ -45,6 +45,7 @@ AGG_FUNCS = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min",
              exp.ArrayAgg: "array_agg"}
 WINDOW_FUNCS = {exp.RowNumber: "row_number", exp.Rank: "rank", exp.DenseRank: "dense_rank"}
 _INT_TYPES = ("smallint", "integer", "bigint")
+_SUBQUERY_ALIAS = "_rw_sq"  # FROM items made of EXISTS / IN subqueries (Planner.subquery_predicates)
 
 
 @dataclass
@@ -443,7 +444,11 @@ class Planner:
         conjuncts = list(_conjuncts(q.args["where"].this)) if q.args.get("where") else []
         if q.args.get("from_"):
             q, conjuncts = self.scalar_subqueries(q, conjuncts)
-            node, scope, conjuncts = self.plan_from(q, conjuncts)
+            q, conjuncts, late = self.subquery_predicates(q, conjuncts)
+            node, scope, conjuncts = self.plan_from(q, conjuncts, late)
+            # the subqueries' key columns: reachable by their aliases only (not by *)
+            scope = Scope([_AliasOnly(e) if (e.alias or "").startswith(_SUBQUERY_ALIAS) else e
+                           for e in scope.entries])
         else:  # SELECT without FROM reads one row of no (visible) columns
             if q.args.get("joins"):
                 raise self.refuse("a JOIN without FROM", q.args["joins"][0])
@@ -506,8 +511,116 @@ class Planner:
             out.append(c)
         return q, out
 
+    def subquery_predicates(self, q: exp.Select, conjuncts: list) -> tuple[exp.Select, list, list]:
+        """`EXISTS (subquery)`, `NOT EXISTS (subquery)` and `x IN (subquery)` as conjuncts of WHERE,
+        as joins with the subquery's distinct keys: a semi-join is an inner join with the distinct
+        values of the subquery's correlated expressions (each outer row matches at most one), an
+        anti-join a left join with them keeping the rows that found none. The subquery may be
+        correlated by equalities between its own expressions and the outer query's; other
+        correlations, NOT IN (whose NULLs make it differ from NOT EXISTS) and subqueries elsewhere
+        in an expression are refused. Returns the query with the semi-joins as FROM items, the
+        conjuncts (the subqueries replaced by key equalities, or for an anti-join by a test that no
+        row matched) and the anti-joins' LEFT JOINs, which plan_from applies last."""
+        out, late = [], []
+        for c in conjuncts:
+            negated = isinstance(c, exp.Not)
+            inner = c.this if negated else c
+            if isinstance(inner, exp.In) and isinstance(inner.args.get("query"), exp.Subquery):
+                if negated:
+                    raise self.refuse("NOT IN (subquery) (a NULL among its values makes it differ from NOT "
+                                      "EXISTS; write NOT EXISTS)", c)
+                sub, pairs = self.in_subquery(inner)
+            elif isinstance(inner, exp.Exists) and isinstance(inner.this, exp.Select):
+                sub, pairs = inner.this, []
+            else:
+                out.append(c)
+                continue
+            right, outer_exprs = self.correlated_keys(sub, pairs, anti=negated, node=c)
+            alias = f"{_SUBQUERY_ALIAS}{len(q.args.get('joins') or []) + len(late)}"
+            on = [exp.EQ(this=o.copy(), expression=exp.column(f"_rw_k{i}", alias)) for i, o in enumerate(outer_exprs)]
+            item = exp.Subquery(this=right, alias=exp.TableAlias(this=exp.to_identifier(alias)))
+            q = q.copy()
+            if negated:
+                late.append(exp.Join(this=item, side="LEFT", on=exp.and_(*on)))
+                out.append(exp.column("_rw_m", alias).is_(exp.null()))
+            else:
+                q.append("joins", exp.Join(this=item))
+                out.extend(on)
+        return q, out, late
+
+    def in_subquery(self, e: exp.In) -> tuple[exp.Select, list]:
+        """`x IN (subquery)` as an EXISTS subquery and its extra correlation (its one column = x)."""
+        sub = e.args["query"].this
+        if not isinstance(sub, exp.Select):
+            # a UNION (or the like): its rows, distinct, as one FROM item of a plain subquery
+            sub = exp.select("_rw_v").from_(exp.Subquery(this=sub.copy(), alias=exp.TableAlias(
+                this=exp.to_identifier("_rw_in"), columns=[exp.to_identifier("_rw_v")])))
+        if len(sub.expressions) != 1 or isinstance(sub.expressions[0], exp.Star):
+            raise ProgrammingError(f"subquery has too many columns{self.where(e)}")
+        simple = not any(sub.args.get(k) for k in ("group", "having", "limit", "offset", "distinct", "with")) \
+            and not any(_find_aggs(x) for x in sub.expressions) and not self.window_calls(
+                [(x, None) for x in sub.expressions])
+        if not simple:  # grouped (or limited): its rows as they are, matched by value
+            sub = exp.select("_rw_v").from_(exp.Subquery(this=sub.copy(), alias=exp.TableAlias(
+                this=exp.to_identifier("_rw_in"), columns=[exp.to_identifier("_rw_v")])))
+        value = sub.expressions[0]
+        value = value.this if isinstance(value, exp.Alias) else value
+        return sub, [(value, e.this)]
+
+    def correlated_keys(self, sub: exp.Select, pairs: list, anti: bool, node) -> tuple[exp.Select, list]:
+        """The subquery of an EXISTS as the distinct values of the expressions it equates with the
+        outer query's (plus `pairs`: (inner, outer) already known), filtered by its own conditions;
+        and those outer expressions. Conditions are the subquery's own when their columns resolve in
+        its FROM (the nearer scope, as SQL resolves them)."""
+        for key in ("group", "having", "limit", "offset", "with"):
+            if sub.args.get(key):
+                raise self.refuse(f"{key.upper()} in an EXISTS subquery", sub.args[key])
+        if not sub.args.get("from_"):
+            raise self.refuse("an EXISTS subquery without FROM", node)
+        probe = Planner(self.resolve_object, self.sql, self.obj, self.engine)
+        probe.ctes = dict(self.ctes)
+        bare = sub.copy()
+        bare.set("where", None)
+        try:
+            _, inner_scope, _ = probe.plan_from(bare, [])
+        except ProgrammingError:
+            raise self.refuse("a subquery whose FROM refers to the outer query", node) from None
+
+        def local(e: exp.Expression) -> bool:
+            cols = list(e.find_all(exp.Column))
+            return not cols or _resolves(probe, e, inner_scope)
+
+        def outer(e: exp.Expression) -> bool:
+            cols = list(e.find_all(exp.Column))
+            return bool(cols) and not any(_resolves(probe, col, inner_scope) for col in cols)
+
+        own, keys = [], list(pairs)
+        for c in _conjuncts(sub.args["where"].this) if sub.args.get("where") else []:
+            if local(c):
+                own.append(c)
+            elif isinstance(c, exp.EQ) and local(c.this) and outer(c.expression):
+                keys.append((c.this, c.expression))
+            elif isinstance(c, exp.EQ) and local(c.expression) and outer(c.this):
+                keys.append((c.expression, c.this))
+            else:
+                raise self.refuse("a condition of a subquery that refers to the outer query other than as "
+                                  "an equality of its own expression with the outer query's", c)
+        if not keys:
+            raise self.refuse("an uncorrelated EXISTS (no equality with the outer query)", node)
+        for inner, _ in keys:
+            if _find_aggs(inner):
+                raise self.refuse("an aggregate in a subquery's correlation", inner)
+        right = exp.select(*[exp.alias_(inner.copy(), f"_rw_k{i}") for i, (inner, _) in enumerate(keys)]
+                           + ([exp.alias_(exp.Literal.number(1), "_rw_m")] if anti else [])).distinct()
+        right.set("from_", sub.args["from_"].copy())
+        if sub.args.get("joins"):
+            right.set("joins", [j.copy() for j in sub.args["joins"]])
+        if own:
+            right = right.where(exp.and_(*[c.copy() for c in own]))
+        return right, [o for _, o in keys]
+
     # -- FROM and joins ------------------------------------------------------------------------
-    def plan_from(self, q: exp.Select, conjuncts: list) -> tuple[Node, Scope, list]:
+    def plan_from(self, q: exp.Select, conjuncts: list, late: list | tuple = ()) -> tuple[Node, Scope, list]:
         groups: list[tuple[Node, Scope]] = []
         current = self.plan_item(q.args["from_"].this)
         for j in q.args.get("joins") or []:
@@ -551,6 +664,8 @@ class Planner:
                     raise self.refuse("a join without an equality condition between its inputs (cross join)",
                                       q.args["from_"])
                 node, scope, conjuncts = found
+        for j in late:  # anti-joins (subquery_predicates): after every FROM item is joined
+            node, scope = self.join_explicit((node, scope), self.plan_item(j.this), j, "LEFT")
         return node, scope, conjuncts
 
     def dynamic_filter(self, node: Node, scope: Scope, remaining: list, conjuncts: list):
