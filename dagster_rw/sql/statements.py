@@ -19,8 +19,15 @@ from ..errors import ProgrammingError, unsupported
 from ..storage.catalog import Column
 from .plan import VIEW_COLUMNS
 
-DIALECT = "risingwave"
-_DIALECT = RisingWave()
+class DagsterRw(RisingWave):
+    """RisingWave's dialect as sqlglot knows it, plus the 12-hour `HH` of to_char (PostgreSQL's HH is
+    HH12; sqlglot leaves it as text, and Spark would read the text as a 24-hour hour)."""
+
+    TIME_MAPPING = {**RisingWave.TIME_MAPPING, "HH": "%I", "FMHH": "%-I"}
+
+
+DIALECT = "dagsterrw"  # (sqlglot registers a dialect under its class name)
+_DIALECT = DagsterRw()
 
 
 @dataclass
