@@ -399,7 +399,8 @@ def _top_n_refill_workload(warehouse: str, steps) -> None:
 
 
 # EXISTS / NOT EXISTS / IN (subquery) in WHERE: semi- and anti-joins with the subquery's distinct
-# correlated values; outer rows with NULL keys, several matches per key, matches coming and going
+# correlated values; outer rows with NULL keys, several matches per key, matches coming and going;
+# and scalar subqueries correlated by equalities
 SUBQUERY_PREDICATES = {
     "exists_correlated": "SELECT id, v FROM t1 WHERE EXISTS (SELECT * FROM t2 WHERE t2.k = t1.k AND t2.w > 2)",
     "not_exists": "SELECT id, k, s FROM t1 WHERE NOT EXISTS (SELECT 1 FROM t2 WHERE k = t1.k AND w < 8)",
@@ -411,5 +412,11 @@ SUBQUERY_PREDICATES = {
     # correlated with both sides of a comma join (the anti-join comes after the join)
     "anti_after_join": "SELECT a.id, b.id AS bid FROM t1 a, t2 b WHERE a.k = b.k "
                        "AND NOT EXISTS (SELECT 1 FROM t3 c WHERE c.k = a.k AND c.v = b.w)",
+    # correlated scalar subqueries: an aggregate per outer row (a join with it grouped by the key)
+    "scalar_correlated_avg": "SELECT id, v FROM t1 WHERE v > (SELECT avg(w) FROM t2 WHERE t2.k = t1.k)",
+    # COUNT is 0 where no row matches (and for a NULL key): those rows pass `< 2`
+    "scalar_correlated_count": "SELECT id, k FROM t1 WHERE (SELECT count(*) FROM t3 WHERE t3.k = t1.k) < 2",
+    "scalar_correlated_expr": "SELECT a.id FROM t1 a WHERE a.v = (SELECT max(b.w) - 1 FROM t2 b "
+                              "WHERE b.k = a.k AND b.id > 1)",
 }
 test_subquery_predicate_views_match_duckdb = _workload_test(SUBQUERY_PREDICATES)

@@ -443,9 +443,9 @@ class Planner:
             raise self.refuse("DISTINCT ON", q.args["distinct"])
         conjuncts = list(_conjuncts(q.args["where"].this)) if q.args.get("where") else []
         if q.args.get("from_"):
-            q, conjuncts = self.scalar_subqueries(q, conjuncts)
-            q, conjuncts, late = self.subquery_predicates(q, conjuncts)
-            node, scope, conjuncts = self.plan_from(q, conjuncts, late)
+            q, conjuncts, late = self.scalar_subqueries(q, conjuncts)
+            q, conjuncts, anti = self.subquery_predicates(q, conjuncts, len(late))
+            node, scope, conjuncts = self.plan_from(q, conjuncts, late + anti)
             # the subqueries' key columns: reachable by their aliases only (not by *)
             scope = Scope([_AliasOnly(e) if (e.alias or "").startswith(_SUBQUERY_ALIAS) else e
                            for e in scope.entries])
@@ -482,12 +482,15 @@ class Planner:
             node = self.distinct(node, len(names), names)
         return self.order_limit(node, names, q, select_items)
 
-    def scalar_subqueries(self, q: exp.Select, conjuncts: list) -> tuple[exp.Select, list]:
+    def scalar_subqueries(self, q: exp.Select, conjuncts: list) -> tuple[exp.Select, list, list]:
         """`x > (SELECT max(y) FROM u)` in WHERE (also >=, <, <=, =): the subquery becomes one
         more FROM item, compared by column, so a dynamic filter (or, for =, a join) maintains it.
-        The subquery must return one column and at most one row whatever its input."""
+        The subquery must return one column and at most one row whatever its input. A subquery
+        correlated by equalities with the outer query (`(SELECT avg(y) FROM u WHERE u.k = t.k)`)
+        becomes a join with its aggregate grouped by the correlated expressions (correlated_scalar);
+        returned third: the LEFT JOINs of those that count, which plan_from applies last."""
         found = False
-        out = []
+        out, extra, late = [], [], []
         for c in conjuncts:
             if isinstance(c, (exp.GT, exp.GTE, exp.LT, exp.LTE, exp.EQ)):
                 for side in ("this", "expression"):
@@ -496,6 +499,24 @@ class Planner:
                         continue
                     if len(sub.this.expressions) != 1 or isinstance(sub.this.expressions[0], exp.Star):
                         raise ProgrammingError(f"subquery must return only one column{self.where(sub)}")
+                    correlated = self.correlated_scalar(sub.this, sub)
+                    if correlated is not None:  # one value per outer row: a join with the grouped aggregate
+                        right, outer_exprs, counts = correlated
+                        q = q.copy()
+                        alias = f"{_SUBQUERY_ALIAS}{len(q.args.get('joins') or []) + len(late)}"
+                        item = exp.Subquery(this=right, alias=exp.TableAlias(this=exp.to_identifier(alias)))
+                        on = [exp.EQ(this=o.copy(), expression=exp.column(f"_rw_k{i}", alias))
+                              for i, o in enumerate(outer_exprs)]
+                        value = exp.column("_rw_v", alias)
+                        if counts:  # no matching row counts 0: a left join, NULL read as 0
+                            late.append(exp.Join(this=item, side="LEFT", on=exp.and_(*on)))
+                            value = exp.func("coalesce", value, exp.Literal.number(0))
+                        else:  # no matching row compares with NULL, which no row passes: an inner join
+                            q.append("joins", exp.Join(this=item))
+                            extra.extend(on)
+                        c = c.copy()
+                        c.set(side, value)
+                        continue
                     probe = Planner(self.resolve_object, self.sql, self.obj, self.engine)
                     probe.ctes = dict(self.ctes)
                     if not _at_most_one_row(probe.plan_query(sub.this)[0]):
@@ -509,9 +530,9 @@ class Planner:
                     c = c.copy()
                     c.set(side, exp.column("value", alias))
             out.append(c)
-        return q, out
+        return q, out + extra, late
 
-    def subquery_predicates(self, q: exp.Select, conjuncts: list) -> tuple[exp.Select, list, list]:
+    def subquery_predicates(self, q: exp.Select, conjuncts: list, taken: int = 0) -> tuple[exp.Select, list, list]:
         """`EXISTS (subquery)`, `NOT EXISTS (subquery)` and `x IN (subquery)` as conjuncts of WHERE,
         as joins with the subquery's distinct keys: a semi-join is an inner join with the distinct
         values of the subquery's correlated expressions (each outer row matches at most one), an
@@ -536,7 +557,7 @@ class Planner:
                 out.append(c)
                 continue
             right, outer_exprs = self.correlated_keys(sub, pairs, anti=negated, node=c)
-            alias = f"{_SUBQUERY_ALIAS}{len(q.args.get('joins') or []) + len(late)}"
+            alias = f"{_SUBQUERY_ALIAS}{len(q.args.get('joins') or []) + len(late) + taken}"
             on = [exp.EQ(this=o.copy(), expression=exp.column(f"_rw_k{i}", alias)) for i, o in enumerate(outer_exprs)]
             item = exp.Subquery(this=right, alias=exp.TableAlias(this=exp.to_identifier(alias)))
             q = q.copy()
@@ -567,24 +588,20 @@ class Planner:
         value = value.this if isinstance(value, exp.Alias) else value
         return sub, [(value, e.this)]
 
-    def correlated_keys(self, sub: exp.Select, pairs: list, anti: bool, node) -> tuple[exp.Select, list]:
-        """The subquery of an EXISTS as the distinct values of the expressions it equates with the
-        outer query's (plus `pairs`: (inner, outer) already known), filtered by its own conditions;
-        and those outer expressions. Conditions are the subquery's own when their columns resolve in
-        its FROM (the nearer scope, as SQL resolves them)."""
-        for key in ("group", "having", "limit", "offset", "with"):
-            if sub.args.get(key):
-                raise self.refuse(f"{key.upper()} in an EXISTS subquery", sub.args[key])
-        if not sub.args.get("from_"):
-            raise self.refuse("an EXISTS subquery without FROM", node)
+    def split_correlation(self, sub: exp.Select, node) -> tuple[list, list]:
+        """A subquery's WHERE conjuncts split into its own conditions (their columns resolve in its
+        FROM, the nearer scope, as SQL resolves them) and its correlations: (inner, outer) pairs of
+        expressions it equates with the outer query's. Other references to the outer query are
+        refused."""
+        if not sub.args.get("from_") or not sub.args.get("where"):
+            return [], []
         probe = Planner(self.resolve_object, self.sql, self.obj, self.engine)
         probe.ctes = dict(self.ctes)
-        bare = sub.copy()
-        bare.set("where", None)
-        try:
-            _, inner_scope, _ = probe.plan_from(bare, [])
-        except ProgrammingError:
-            raise self.refuse("a subquery whose FROM refers to the outer query", node) from None
+        # the names its FROM items bring (each item on its own: how they join is the subquery's affair)
+        entries = []
+        for item in [sub.args["from_"].this] + [j.this for j in sub.args.get("joins") or []]:
+            entries.extend(probe.plan_item(item)[1].entries)
+        inner_scope = Scope(entries)
 
         def local(e: exp.Expression) -> bool:
             cols = list(e.find_all(exp.Column))
@@ -594,8 +611,8 @@ class Planner:
             cols = list(e.find_all(exp.Column))
             return bool(cols) and not any(_resolves(probe, col, inner_scope) for col in cols)
 
-        own, keys = [], list(pairs)
-        for c in _conjuncts(sub.args["where"].this) if sub.args.get("where") else []:
+        own, keys = [], []
+        for c in _conjuncts(sub.args["where"].this):
             if local(c):
                 own.append(c)
             elif isinstance(c, exp.EQ) and local(c.this) and outer(c.expression):
@@ -605,11 +622,24 @@ class Planner:
             else:
                 raise self.refuse("a condition of a subquery that refers to the outer query other than as "
                                   "an equality of its own expression with the outer query's", c)
-        if not keys:
-            raise self.refuse("an uncorrelated EXISTS (no equality with the outer query)", node)
         for inner, _ in keys:
             if _find_aggs(inner):
                 raise self.refuse("an aggregate in a subquery's correlation", inner)
+        return own, keys
+
+    def correlated_keys(self, sub: exp.Select, pairs: list, anti: bool, node) -> tuple[exp.Select, list]:
+        """The subquery of an EXISTS as the distinct values of the expressions it equates with the
+        outer query's (plus `pairs`: (inner, outer) already known), filtered by its own conditions;
+        and those outer expressions."""
+        for key in ("group", "having", "limit", "offset", "with"):
+            if sub.args.get(key):
+                raise self.refuse(f"{key.upper()} in an EXISTS subquery", sub.args[key])
+        if not sub.args.get("from_"):
+            raise self.refuse("an EXISTS subquery without FROM", node)
+        own, keys = self.split_correlation(sub, node)
+        keys = list(pairs) + keys
+        if not keys:
+            raise self.refuse("an uncorrelated EXISTS (no equality with the outer query)", node)
         right = exp.select(*[exp.alias_(inner.copy(), f"_rw_k{i}") for i, (inner, _) in enumerate(keys)]
                            + ([exp.alias_(exp.Literal.number(1), "_rw_m")] if anti else [])).distinct()
         right.set("from_", sub.args["from_"].copy())
@@ -618,6 +648,33 @@ class Planner:
         if own:
             right = right.where(exp.and_(*[c.copy() for c in own]))
         return right, [o for _, o in keys]
+
+    def correlated_scalar(self, sub: exp.Select, node) -> tuple[exp.Select, list, bool] | None:
+        """A scalar subquery correlated by equalities with the outer query, whose one column
+        aggregates (so it yields one value per outer row): the same aggregate grouped by the
+        correlated expressions, the outer expressions to join it on, and whether it is a COUNT
+        (which is 0, not NULL, for an outer row no subquery row matches). None when uncorrelated."""
+        own, keys = self.split_correlation(sub, node)
+        if not keys:
+            return None
+        for key in ("group", "having", "limit", "offset", "distinct", "with"):
+            if sub.args.get(key):
+                raise self.refuse(f"{key.upper()} in a correlated scalar subquery", sub.args[key])
+        value = sub.expressions[0].unalias() if isinstance(sub.expressions[0], exp.Alias) else sub.expressions[0]
+        if not _find_aggs(value):
+            raise self.refuse("a correlated scalar subquery without an aggregate (it may yield several rows)", node)
+        counts = isinstance(value, exp.Count)
+        if not counts and any(isinstance(a, exp.Count) for a in value.find_all(exp.Count)):
+            raise self.refuse("a COUNT inside an expression of a correlated scalar subquery", value)
+        right = exp.select(*[exp.alias_(inner.copy(), f"_rw_k{i}") for i, (inner, _) in enumerate(keys)],
+                           exp.alias_(value.copy(), "_rw_v"))
+        right.set("from_", sub.args["from_"].copy())
+        if sub.args.get("joins"):
+            right.set("joins", [j.copy() for j in sub.args["joins"]])
+        if own:
+            right = right.where(exp.and_(*[c.copy() for c in own]))
+        right = right.group_by(*[inner.copy() for inner, _ in keys])
+        return right, [o for _, o in keys], counts
 
     # -- FROM and joins ------------------------------------------------------------------------
     def plan_from(self, q: exp.Select, conjuncts: list, late: list | tuple = ()) -> tuple[Node, Scope, list]:
