@@ -36,6 +36,8 @@ VIEWS = {
     # a semi-join and an anti-join (EXISTS / NOT EXISTS subqueries) in one view
     "exists_not_exists": "SELECT id, k FROM t1 WHERE EXISTS (SELECT 1 FROM t2 WHERE t2.k = t1.k AND t2.w > 2) "
                          "AND NOT EXISTS (SELECT 1 FROM t2 c WHERE c.id = t1.id AND c.w > 5)",
+    # a correlated scalar subquery (a join with its aggregate grouped by the key)
+    "scalar_correlated": "SELECT id, v FROM t1 WHERE v > (SELECT avg(w) FROM t2 WHERE t2.k = t1.k)",
 }
 
 STEPS = [
