@@ -572,16 +572,12 @@ class Planner:
     def in_subquery(self, e: exp.In) -> tuple[exp.Select, list]:
         """`x IN (subquery)` as an EXISTS subquery and its extra correlation (its one column = x)."""
         sub = e.args["query"].this
-        if not isinstance(sub, exp.Select):
-            # a UNION (or the like): its rows, distinct, as one FROM item of a plain subquery
-            sub = exp.select("_rw_v").from_(exp.Subquery(this=sub.copy(), alias=exp.TableAlias(
-                this=exp.to_identifier("_rw_in"), columns=[exp.to_identifier("_rw_v")])))
-        if len(sub.expressions) != 1 or isinstance(sub.expressions[0], exp.Star):
+        if isinstance(sub, exp.Select) and (len(sub.expressions) != 1 or isinstance(sub.expressions[0], exp.Star)):
             raise ProgrammingError(f"subquery has too many columns{self.where(e)}")
-        simple = not any(sub.args.get(k) for k in ("group", "having", "limit", "offset", "distinct", "with")) \
-            and not any(_find_aggs(x) for x in sub.expressions) and not self.window_calls(
-                [(x, None) for x in sub.expressions])
-        if not simple:  # grouped (or limited): its rows as they are, matched by value
+        simple = isinstance(sub, exp.Select) and not any(
+            sub.args.get(k) for k in ("group", "having", "limit", "offset", "distinct", "with")) and not any(
+            _find_aggs(x) for x in sub.expressions) and not self.window_calls([(x, None) for x in sub.expressions])
+        if not simple:  # a UNION, a grouped or limited SELECT: its rows as they are, matched by value
             sub = exp.select("_rw_v").from_(exp.Subquery(this=sub.copy(), alias=exp.TableAlias(
                 this=exp.to_identifier("_rw_in"), columns=[exp.to_identifier("_rw_v")])))
         value = sub.expressions[0]
@@ -602,17 +598,23 @@ class Planner:
         for item in [sub.args["from_"].this] + [j.this for j in sub.args.get("joins") or []]:
             entries.extend(probe.plan_item(item)[1].entries)
         inner_scope = Scope(entries)
+        using = any(j.args.get("using") for j in sub.args.get("joins") or [])  # (USING merges its columns)
 
         def local(e: exp.Expression) -> bool:
             cols = list(e.find_all(exp.Column))
             return not cols or _resolves(probe, e, inner_scope)
 
-        def outer(e: exp.Expression) -> bool:
+        def outer(e: exp.Expression) -> bool:  # none of its columns is a name of the subquery's FROM
             cols = list(e.find_all(exp.Column))
-            return bool(cols) and not any(_resolves(probe, col, inner_scope) for col in cols)
+            return bool(cols) and not any(
+                entry.name == col.name and (not col.table or entry.alias == col.table)
+                for col in cols for entry in entries)
 
         own, keys = [], []
         for c in _conjuncts(sub.args["where"].this):
+            for col in c.find_all(exp.Column):  # as SQL does: a name two FROM items of the subquery bring
+                if not col.table and not using and sum(e.name == col.name for e in entries) > 1:
+                    raise ProgrammingError(f'column reference "{col.name}" is ambiguous{self.where(col)}')
             if local(c):
                 own.append(c)
             elif isinstance(c, exp.EQ) and local(c.this) and outer(c.expression):
