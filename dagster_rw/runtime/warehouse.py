@@ -88,6 +88,7 @@ class Warehouse:
         self._committer: ThreadPoolExecutor | None = None
         self.compactor = Compactor(self)
         self._staged_kept: deque[tuple[str, int]] = deque()  # staged batches kept decoded, oldest first
+        self._staged_kept_bytes = 0
 
     def step_engine(self, input_rows: int):
         """The engine for a step: in-process for small inputs, Spark for large ones (or as forced)."""
@@ -386,11 +387,11 @@ class Warehouse:
         whose batches another process applies) keeps no more than that."""
         sst_cache.put(path, rows)
         self._staged_kept.append((path, rows.nbytes))
-        total = sum(n for _, n in self._staged_kept)
-        while total > _STAGED_KEPT_BYTES and self._staged_kept:
+        self._staged_kept_bytes += rows.nbytes
+        while self._staged_kept_bytes > _STAGED_KEPT_BYTES and self._staged_kept:
             gone, n = self._staged_kept.popleft()
             sst_cache.discard(gone)  # (nothing if its table step already took it)
-            total -= n
+            self._staged_kept_bytes -= n
 
     def pending_rows(self, table: str) -> pa.Table:
         """The table as the next barrier will make it: committed rows plus DML accepted since."""

@@ -95,6 +95,7 @@ class Planner:
         self.inputs: list[str] = []
         self.ctes: dict[str, exp.Expression] = {}
         self._group_counter = 0
+        self._subquery_counter = 0  # FROM items made of subqueries of WHERE (subquery_join)
         # window Maps of TUMBLE/HOP: id(node) -> (time column in the child, window_start, window_end, size)
         self.window_maps: dict[int, tuple[int, int, int, int]] = {}
 
@@ -444,7 +445,7 @@ class Planner:
         conjuncts = list(_conjuncts(q.args["where"].this)) if q.args.get("where") else []
         if q.args.get("from_"):
             q, conjuncts, late = self.scalar_subqueries(q, conjuncts)
-            q, conjuncts, anti = self.subquery_predicates(q, conjuncts, len(late))
+            q, conjuncts, anti = self.subquery_predicates(q, conjuncts)
             node, scope, conjuncts = self.plan_from(q, conjuncts, late + anti)
             # the subqueries' key columns: reachable by their aliases only (not by *)
             scope = Scope([_AliasOnly(e) if (e.alias or "").startswith(_SUBQUERY_ALIAS) else e
@@ -502,18 +503,12 @@ class Planner:
                     correlated = self.correlated_scalar(sub.this, sub)
                     if correlated is not None:  # one value per outer row: a join with the grouped aggregate
                         right, outer_exprs, counts = correlated
-                        q = q.copy()
-                        alias = f"{_SUBQUERY_ALIAS}{len(q.args.get('joins') or []) + len(late)}"
-                        item = exp.Subquery(this=right, alias=exp.TableAlias(this=exp.to_identifier(alias)))
-                        on = [exp.EQ(this=o.copy(), expression=exp.column(f"_rw_k{i}", alias))
-                              for i, o in enumerate(outer_exprs)]
+                        # no matching row counts 0: a left join, NULL read as 0; other aggregates are
+                        # NULL there, which no comparison passes: an inner join
+                        q, alias = self.subquery_join(q, right, outer_exprs, extra, late, left=counts)
                         value = exp.column("_rw_v", alias)
-                        if counts:  # no matching row counts 0: a left join, NULL read as 0
-                            late.append(exp.Join(this=item, side="LEFT", on=exp.and_(*on)))
+                        if counts:
                             value = exp.func("coalesce", value, exp.Literal.number(0))
-                        else:  # no matching row compares with NULL, which no row passes: an inner join
-                            q.append("joins", exp.Join(this=item))
-                            extra.extend(on)
                         c = c.copy()
                         c.set(side, value)
                         continue
@@ -532,7 +527,7 @@ class Planner:
             out.append(c)
         return q, out + extra, late
 
-    def subquery_predicates(self, q: exp.Select, conjuncts: list, taken: int = 0) -> tuple[exp.Select, list, list]:
+    def subquery_predicates(self, q: exp.Select, conjuncts: list) -> tuple[exp.Select, list, list]:
         """`EXISTS (subquery)`, `NOT EXISTS (subquery)` and `x IN (subquery)` as conjuncts of WHERE,
         as joins with the subquery's distinct keys: a semi-join is an inner join with the distinct
         values of the subquery's correlated expressions (each outer row matches at most one), an
@@ -557,17 +552,29 @@ class Planner:
                 out.append(c)
                 continue
             right, outer_exprs = self.correlated_keys(sub, pairs, anti=negated, node=c)
-            alias = f"{_SUBQUERY_ALIAS}{len(q.args.get('joins') or []) + len(late) + taken}"
-            on = [exp.EQ(this=o.copy(), expression=exp.column(f"_rw_k{i}", alias)) for i, o in enumerate(outer_exprs)]
-            item = exp.Subquery(this=right, alias=exp.TableAlias(this=exp.to_identifier(alias)))
-            q = q.copy()
+            q, alias = self.subquery_join(q, right, outer_exprs, out, late, left=negated)
             if negated:
-                late.append(exp.Join(this=item, side="LEFT", on=exp.and_(*on)))
                 out.append(exp.column("_rw_m", alias).is_(exp.null()))
-            else:
-                q.append("joins", exp.Join(this=item))
-                out.extend(on)
         return q, out, late
+
+    def subquery_join(self, q: exp.Select, right: exp.Select, outer_exprs: list, conjuncts: list, late: list,
+                      left: bool) -> tuple[exp.Select, str]:
+        """Join `right` (a subquery whose columns _rw_k0, _rw_k1, ... are keyed by `outer_exprs`) to
+        the query under a fresh alias: as one more FROM item with the key equalities added to
+        `conjuncts` (an inner join, which plan_from plans with the other FROM items), or with
+        `left` as a LEFT JOIN on them put in `late`, which plan_from applies after every FROM item.
+        Returns the query (a copy) and the alias."""
+        alias = f"{_SUBQUERY_ALIAS}{self._subquery_counter}"
+        self._subquery_counter += 1
+        item = exp.Subquery(this=right, alias=exp.TableAlias(this=exp.to_identifier(alias)))
+        on = [exp.EQ(this=o.copy(), expression=exp.column(f"_rw_k{i}", alias)) for i, o in enumerate(outer_exprs)]
+        q = q.copy()
+        if left:
+            late.append(exp.Join(this=item, side="LEFT", on=exp.and_(*on)))
+        else:
+            q.append("joins", exp.Join(this=item))
+            conjuncts.extend(on)
+        return q, alias
 
     def in_subquery(self, e: exp.In) -> tuple[exp.Select, list]:
         """`x IN (subquery)` as an EXISTS subquery and its extra correlation (its one column = x)."""
@@ -642,14 +649,8 @@ class Planner:
         keys = list(pairs) + keys
         if not keys:
             raise self.refuse("an uncorrelated EXISTS (no equality with the outer query)", node)
-        right = exp.select(*[exp.alias_(inner.copy(), f"_rw_k{i}") for i, (inner, _) in enumerate(keys)]
-                           + ([exp.alias_(exp.Literal.number(1), "_rw_m")] if anti else [])).distinct()
-        right.set("from_", sub.args["from_"].copy())
-        if sub.args.get("joins"):
-            right.set("joins", [j.copy() for j in sub.args["joins"]])
-        if own:
-            right = right.where(exp.and_(*[c.copy() for c in own]))
-        return right, [o for _, o in keys]
+        marker = [exp.alias_(exp.Literal.number(1), "_rw_m")] if anti else []
+        return _keyed(sub, keys, marker, own).distinct(), [o for _, o in keys]
 
     def correlated_scalar(self, sub: exp.Select, node) -> tuple[exp.Select, list, bool] | None:
         """A scalar subquery correlated by equalities with the outer query, whose one column
@@ -662,21 +663,14 @@ class Planner:
         for key in ("group", "having", "limit", "offset", "distinct", "with"):
             if sub.args.get(key):
                 raise self.refuse(f"{key.upper()} in a correlated scalar subquery", sub.args[key])
-        value = sub.expressions[0].unalias() if isinstance(sub.expressions[0], exp.Alias) else sub.expressions[0]
+        value = sub.expressions[0].unalias()
         if not _find_aggs(value):
             raise self.refuse("a correlated scalar subquery without an aggregate (it may yield several rows)", node)
         counts = isinstance(value, exp.Count)
         if not counts and any(isinstance(a, exp.Count) for a in value.find_all(exp.Count)):
             raise self.refuse("a COUNT inside an expression of a correlated scalar subquery", value)
-        right = exp.select(*[exp.alias_(inner.copy(), f"_rw_k{i}") for i, (inner, _) in enumerate(keys)],
-                           exp.alias_(value.copy(), "_rw_v"))
-        right.set("from_", sub.args["from_"].copy())
-        if sub.args.get("joins"):
-            right.set("joins", [j.copy() for j in sub.args["joins"]])
-        if own:
-            right = right.where(exp.and_(*[c.copy() for c in own]))
-        right = right.group_by(*[inner.copy() for inner, _ in keys])
-        return right, [o for _, o in keys], counts
+        right = _keyed(sub, keys, [exp.alias_(value.copy(), "_rw_v")], own)
+        return right.group_by(*[inner.copy() for inner, _ in keys]), [o for _, o in keys], counts
 
     # -- FROM and joins ------------------------------------------------------------------------
     def plan_from(self, q: exp.Select, conjuncts: list, late: list | tuple = ()) -> tuple[Node, Scope, list]:
@@ -1519,6 +1513,16 @@ def _at_most_one_row(node: Node) -> bool:
     if isinstance(node, TopN):
         return node.limit <= 1 and not node.with_ties
     return isinstance(node, Values)
+
+
+def _keyed(sub: exp.Select, keys: list, extra: list, own: list) -> exp.Select:
+    """A SELECT over a subquery's FROM and its own conditions of its correlated expressions (the
+    inner side of each (inner, outer) pair, as _rw_k0, _rw_k1, ...) and `extra` columns."""
+    right = exp.select(*[exp.alias_(inner.copy(), f"_rw_k{i}") for i, (inner, _) in enumerate(keys)], *extra)
+    right.set("from_", sub.args["from_"].copy())
+    if sub.args.get("joins"):
+        right.set("joins", [j.copy() for j in sub.args["joins"]])
+    return right.where(exp.and_(*[c.copy() for c in own])) if own else right
 
 
 def _resolves(planner: Planner, e: exp.Expression, scope: Scope) -> bool:
