@@ -59,6 +59,29 @@ def test_dml_is_invisible_until_a_barrier_and_refresh(conn):
     assert conn.execute("SELECT * FROM s").fetchall() == [(10,)]
 
 
+def test_a_view_created_after_unflushed_dml_starts_from_a_snapshot_that_holds_it(conn):
+    # as in RisingWave, whose CREATE MATERIALIZED VIEW waits for a barrier of its own
+    conn.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+    conn.execute("CREATE TABLE other (x INT)")
+    conn.execute("INSERT INTO t VALUES (1, 10), (2, 20)")
+    conn.execute("INSERT INTO other VALUES (7)")
+    before = conn.execute("SELECT count(*) FROM t").fetchall()
+    conn.execute("CREATE MATERIALIZED VIEW s AS SELECT sum(v) AS total, count(*) AS n FROM t")
+    assert before == [(0,)]  # DML alone is still invisible
+    assert conn.execute("SELECT * FROM s").fetchall() == [(30, 2)]
+    assert conn.execute("SELECT * FROM t ORDER BY id").fetchall() == [(1, 10), (2, 20)]
+    # the barrier sealed the other table's DML too; that table advances at its next refresh
+    assert {s["name"]: s["lag_epochs"] for s in conn.status()}["other"] == 1
+    conn.execute("FLUSH")
+    assert conn.execute("SELECT * FROM other").fetchall() == [(7,)]
+    # with nothing staged for its inputs, creating a view cuts no barrier
+    epochs_before = {s["name"]: s["epoch"] for s in conn.status()}
+    conn.execute("INSERT INTO other VALUES (8)")
+    conn.execute("CREATE MATERIALIZED VIEW s2 AS SELECT max(v) AS top FROM t")
+    assert conn.execute("SELECT * FROM s2").fetchall() == [(20,)]
+    assert {s["name"]: s["epoch"] for s in conn.status()}["t"] == epochs_before["t"]
+
+
 def test_implicit_flush_makes_every_dml_visible(conn):
     conn.execute("CREATE TABLE t (id INT)")
     conn.execute("SET RW_IMPLICIT_FLUSH TO true")

@@ -271,8 +271,14 @@ class Warehouse:
         columns = [Column(c.name if not c.hidden else f"_rw_h{i}", c.type, c.hidden)
                    for i, c in enumerate(plan.columns)]
         stream_key = [columns[k].name for k in plan.stream_key]
+        # DML accepted before the view is in its snapshot, as in RisingWave (whose CREATE waits for a
+        # barrier of its own): when an upstream table has staged DML, cut a barrier first
+        ancestors = self.ancestors(planner.inputs)
+        staged = epochs.unsealed_counts(self.store)
+        if any(upstream.name in staged for upstream in ancestors):
+            self.barrier()
         # bring the inputs to one epoch, so the view starts from a consistent snapshot
-        for upstream in self.ancestors(planner.inputs):
+        for upstream in ancestors:
             self.refresh(upstream.name)
         created = min((self.manifest(i).epoch for i in planner.inputs), default=epochs.newest_epoch(self.store))
         obj = CatalogObject(name=name, kind=kind, sql=sql, columns=columns, pk=[],
