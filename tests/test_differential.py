@@ -55,6 +55,13 @@ JOINS = {
     # a fact joined to a dimension by its primary key (the in-process step gathers these matches)
     "key_join_agg": "SELECT t2.w, count(*) AS n, max(t1.v) AS mx, sum(t1.v) AS sv FROM t1 JOIN t2 ON t1.id = t2.id "
                     "WHERE t1.v IS NOT NULL GROUP BY t2.w",
+    # the equality every branch of an OR repeats is the join key (TPC-H q19's shape); NULLs in the
+    # branches' other terms keep SQL's three-valued answer
+    "or_common_join_key": "SELECT t1.id, t2.id AS id2 FROM t1, t2 WHERE (t1.k = t2.k AND t1.v > 3 AND t2.w < 5) "
+                          "OR (t1.k = t2.k AND (t2.w > 6 OR t1.s = 'a')) OR (t1.k = t2.k AND t1.v IS NULL)",
+    # WITH r (a, b): the CTE's columns renamed
+    "cte_column_list": "WITH per_k (kk, total) AS (SELECT k, sum(v) FROM t1 GROUP BY k) "
+                       "SELECT p.kk, p.total, t2.w FROM per_k p JOIN t2 ON p.kk = t2.k WHERE p.total > 2",
 }
 
 SETS_TOPN_NOPK = {

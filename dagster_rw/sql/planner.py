@@ -285,7 +285,12 @@ class Planner:
             if with_.args.get("recursive"):
                 raise self.refuse("WITH RECURSIVE", with_)
             for cte in with_.expressions:
-                self.ctes[cte.alias_or_name] = cte.this
+                body = cte.this
+                names = cte.args["alias"].columns if cte.args.get("alias") else []
+                if names:  # WITH r (a, b) AS (...): read as SELECT * FROM (...) AS r (a, b)
+                    body = exp.select("*").from_(exp.Subquery(this=body.copy(), alias=exp.TableAlias(
+                        this=exp.to_identifier(cte.alias_or_name), columns=[n.copy() for n in names])))
+                self.ctes[cte.alias_or_name] = body
         if isinstance(query, exp.Union):
             return self.plan_union(query)
         if isinstance(query, (exp.Except, exp.Intersect)):
@@ -1549,8 +1554,46 @@ def _conjuncts(cond):
         yield from _conjuncts(cond.expression)
     elif isinstance(cond, exp.Paren):
         yield from _conjuncts(cond.this)
+    elif isinstance(cond, exp.Or):
+        yield from _factored(cond)
     else:
         yield cond
+
+
+def _disjuncts(cond):
+    if isinstance(cond, exp.Or):
+        yield from _disjuncts(cond.this)
+        yield from _disjuncts(cond.expression)
+    elif isinstance(cond, exp.Paren):
+        yield from _disjuncts(cond.this)
+    else:
+        yield cond
+
+
+def _factored(cond: exp.Or):
+    """The conjuncts of an OR with the terms common to all its branches taken out:
+    (a AND b) OR (a AND c) is a AND (b OR c) (the law holds in SQL's three-valued logic too), so a
+    join condition every branch repeats (TPC-H q19's p_partkey = l_partkey) becomes a join key."""
+    branches = [list(_conjuncts(d)) for d in _disjuncts(cond)]
+    keys = [{_term_key(c) for c in b} for b in branches]
+    common: dict[str, exp.Expression] = {}
+    for c in branches[0]:
+        if all(_term_key(c) in k for k in keys[1:]):
+            common.setdefault(_term_key(c), c)
+    if not common:
+        yield cond
+        return
+    yield from (c.copy() for c in common.values())
+    rests = [[c for c in b if _term_key(c) not in common] for b in branches]
+    if all(rests):  # a branch of the common terms alone makes the OR true whenever they are
+        yield exp.or_(*[exp.and_(*[c.copy() for c in r]) for r in rests])
+
+
+def _term_key(term: exp.Expression) -> str:
+    """A term's text, the same for `a = b` and `b = a`."""
+    if isinstance(term, exp.EQ):
+        return "=".join(sorted((term.this.sql(), term.expression.sql())))
+    return term.sql()
 
 
 def distinct_on_as_row_number(query: exp.Expression) -> exp.Expression:
