@@ -262,6 +262,9 @@ DYNAMIC_FILTERS = {
     "df_nopk_count": "SELECT k, v FROM t3 WHERE v >= (SELECT count(*) FROM t1)",
     # a side without FROM: one constant row, emitted once
     "df_constant": "SELECT t1.id, t1.s FROM t1, (SELECT 3 AS lim) c WHERE t1.v > c.lim",
+    # a subquery in HAVING: the groups filtered by a moving value (with a plain HAVING term beside it)
+    "df_having": "SELECT k, sum(v) AS sv, count(*) AS n FROM t1 GROUP BY k "
+                 "HAVING sum(v) > (SELECT avg(w) FROM t2) AND count(*) > 0",
 }
 
 # the one-row sides move often: t2's values change by small steps, up and down, and rows of t2

@@ -445,6 +445,8 @@ class Planner:
         for key in ("qualify", "windows", "connect", "prewhere"):
             if q.args.get(key):
                 raise self.refuse(key.upper(), q.args[key])
+        if q.args.get("having") and any(q.args["having"].find_all(exp.Subquery, exp.Exists)):
+            return self.plan_select(self.having_subqueries_as_where(q))
         if q.args.get("distinct") and q.args["distinct"].args.get("on"):
             raise self.refuse("DISTINCT ON", q.args["distinct"])
         conjuncts = list(_conjuncts(q.args["where"].this)) if q.args.get("where") else []
@@ -487,6 +489,55 @@ class Planner:
         if q.args.get("distinct"):
             node = self.distinct(node, len(names), names)
         return self.order_limit(node, names, q, select_items)
+
+    def having_subqueries_as_where(self, q: exp.Select) -> exp.Select:
+        """HAVING with a subquery (`HAVING sum(x) > (SELECT ... )`, TPC-H q11) as the grouped query
+        in FROM and the condition in WHERE over it, where scalar_subqueries plans it (a dynamic
+        filter): the aggregates and columns the condition reads outside its subqueries become
+        hidden columns of the grouped query. A subquery correlated with the grouped query's own
+        FROM is refused (its columns are gone outside it)."""
+        having = q.args["having"].this
+        inner_names = {t.alias_or_name for t in q.find_all(exp.Table) if not any(
+            isinstance(a, (exp.Subquery, exp.Exists)) for a in _ancestors_until(t, q))}
+        for sub in having.find_all(exp.Subquery, exp.Exists):
+            own = {t.alias_or_name for t in sub.find_all(exp.Table)}
+            for col in sub.find_all(exp.Column):
+                if col.table and col.table in inner_names and col.table not in own:
+                    raise self.refuse("a subquery in HAVING correlated with the grouped query", sub)
+        inner = q.copy()
+        for key in ("having", "order", "limit", "offset", "distinct"):
+            inner.set(key, None)
+        names = []
+        for i, item in enumerate(list(inner.expressions)):
+            if isinstance(item, exp.Star) or (isinstance(item, exp.Column) and isinstance(item.this, exp.Star)):
+                raise self.refuse("* in a SELECT list with a subquery in HAVING", item)
+            name = _output_name(item)
+            if name in names or name == "?column?":
+                name = f"{_SUBQUERY_ALIAS}o{i}"
+            names.append(name)
+            inner.expressions[i] = exp.alias_(item.unalias() if isinstance(item, exp.Alias) else item, name,
+                                               quoted=True)
+        exposed: list[exp.Expression] = []
+        table = f"{_SUBQUERY_ALIAS}having"
+
+        def expose(node):  # (a node returned as it is is descended into; a new one is not)
+            if isinstance(node, (exp.Subquery, exp.Exists)):
+                return node.copy()
+            if type(node) in AGG_FUNCS or isinstance(node, exp.Column):
+                alias = f"{_SUBQUERY_ALIAS}h{len(exposed)}"
+                exposed.append(exp.alias_(node.copy(), alias, quoted=True))
+                return exp.column(alias, table=table, quoted=True)
+            return node
+
+        cond = _transform_top_down(having.copy(), expose)
+        inner.set("expressions", list(inner.expressions) + exposed)
+        outer = exp.select(*[exp.alias_(exp.column(n, table=table, quoted=True), n, quoted=True) for n in names]).from_(
+            exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier(table))))
+        outer = outer.where(cond)
+        for key in ("order", "limit", "offset", "distinct"):
+            if q.args.get(key) is not None:
+                outer.set(key, q.args[key].copy())
+        return outer
 
     def scalar_subqueries(self, q: exp.Select, conjuncts: list) -> tuple[exp.Select, list, list]:
         """`x > (SELECT max(y) FROM u)` in WHERE (also >=, <, <=, =): the subquery becomes one
@@ -1659,6 +1710,14 @@ def aggregate_filters_as_case(query: exp.Expression) -> exp.Expression:
         return agg
 
     return query.transform(rewrite)
+
+
+def _ancestors_until(node: exp.Expression, top: exp.Expression):
+    """The nodes above `node`, up to (not including) `top`."""
+    p = node.parent
+    while p is not None and p is not top:
+        yield p
+        p = p.parent
 
 
 def _find_aggs(e: exp.Expression) -> list[exp.Expression]:

@@ -2,7 +2,8 @@
 
 Integer division: in PostgreSQL `7 / 2` is 3 (it truncates) where DuckDB's `/` gives 3.5. sqlglot
 writes the PostgreSQL meaning for DuckDB once the operands carry their types, so expressions are
-type-annotated against the columns they read before they are rendered.
+type-annotated against the columns they read before they are rendered. Division by zero in a view's
+expressions is NULL, as in RisingWave's streaming (DuckDB would give infinity, or fail to cast it).
 """
 from __future__ import annotations
 
@@ -30,6 +31,14 @@ def typed_expression(expression: exp.Expression, column_types: dict[str, str]) -
         for col in columns:
             col.set("table", None)
     out.parent = None
+    for div in list(out.find_all(exp.Div)):
+        divisor = div.expression
+        if not (isinstance(divisor, exp.Literal) and divisor.is_number and float(divisor.name) != 0):
+            # a division by zero in a streaming expression gives NULL, as in RisingWave (which logs it
+            # and goes on): never an engine's error or infinity, so every path gives the same row
+            guarded = exp.Nullif(this=divisor, expression=exp.Literal.number(0))
+            guarded.type = divisor.type  # the dialects write integer division from the operands' types
+            div.set("expression", guarded)
     return out
 
 
