@@ -428,5 +428,9 @@ SUBQUERY_PREDICATES = {
     "scalar_correlated_count": "SELECT id, k FROM t1 WHERE (SELECT count(*) FROM t3 WHERE t3.k = t1.k) < 2",
     "scalar_correlated_expr": "SELECT a.id FROM t1 a WHERE a.v = (SELECT max(b.w) - 1 FROM t2 b "
                               "WHERE b.k = a.k AND b.id > 1)",
+    # NOT IN with SQL's NULLs: an empty subquery lets every row through, a NULL among its values none
+    "not_in": "SELECT id, k FROM t1 WHERE v NOT IN (SELECT v FROM t3 WHERE k > 1)",
+    "not_in_grouped": "SELECT id FROM t1 WHERE v NOT IN (SELECT w FROM t2 GROUP BY w HAVING count(*) > 1) "
+                      "AND id > 0",
 }
 test_subquery_predicate_views_match_duckdb = _workload_test(SUBQUERY_PREDICATES)

@@ -38,6 +38,8 @@ VIEWS = {
                          "AND NOT EXISTS (SELECT 1 FROM t2 c WHERE c.id = t1.id AND c.w > 5)",
     # a correlated scalar subquery (a join with its aggregate grouped by the key)
     "scalar_correlated": "SELECT id, v FROM t1 WHERE v > (SELECT avg(w) FROM t2 WHERE t2.k = t1.k)",
+    # NOT IN: an anti-join and a dynamic filter on what NULLs allow
+    "not_in": "SELECT id FROM t1 WHERE v NOT IN (SELECT w FROM t2)",
 }
 
 STEPS = [

@@ -451,6 +451,7 @@ class Planner:
             raise self.refuse("DISTINCT ON", q.args["distinct"])
         conjuncts = list(_conjuncts(q.args["where"].this)) if q.args.get("where") else []
         if q.args.get("from_"):
+            conjuncts = [d for c in conjuncts for d in self.not_in_as_anti_join(c)]
             q, conjuncts, late = self.scalar_subqueries(q, conjuncts)
             q, conjuncts, anti = self.subquery_predicates(q, conjuncts)
             node, scope, conjuncts = self.plan_from(q, conjuncts, late + anti)
@@ -612,6 +613,41 @@ class Planner:
             if negated:
                 out.append(exp.column("_rw_m", alias).is_(exp.null()))
         return q, out, late
+
+    def not_in_as_anti_join(self, c: exp.Expression) -> list[exp.Expression]:
+        """`x NOT IN (subquery)` with SQL's NULLs: true when the subquery has no rows; else unknown
+        (the row filtered out) when x is NULL or when no value equals x but one is NULL; else true
+        when no value equals x. Planned as two conjuncts that other rules maintain: NOT EXISTS
+        (a value equal to x), an anti-join, and a dynamic filter comparing what the row needs
+        (1: x is NULL, 2: it is not) with what the subquery lets through, a one-row aggregate
+        (0: any row, it is empty; 3: none, it holds a NULL; 2: rows whose x is not NULL). Only
+        uncorrelated subqueries: others are refused."""
+        if not (isinstance(c, exp.Not) and isinstance(c.this, exp.In)
+                and isinstance(c.this.args.get("query"), exp.Subquery)):
+            return [c]
+        sub = c.this.args["query"].this
+        if isinstance(sub, exp.Select) and (len(sub.expressions) != 1 or isinstance(sub.expressions[0], exp.Star)):
+            raise ProgrammingError(f"subquery has too many columns{self.where(c)}")
+        own = {t.alias_or_name for t in sub.find_all(exp.Table)}
+        if any(col.table and col.table not in own for col in sub.find_all(exp.Column)):
+            raise self.refuse("NOT IN (subquery) correlated with the outer query (write NOT EXISTS)", c)
+        x = c.this.this
+
+        def values(alias: str) -> exp.Subquery:
+            return exp.Subquery(this=sub.copy(), alias=exp.TableAlias(
+                this=exp.to_identifier(alias), columns=[exp.to_identifier("_rw_v")]))
+
+        unmatched = exp.Not(this=exp.Exists(this=exp.select("1").from_(values("_rw_ni")).where(
+            exp.EQ(this=exp.column("_rw_v", "_rw_ni"), expression=x.copy()))))
+        needs = exp.Case(ifs=[exp.If(this=x.copy().is_(exp.null()), true=exp.Literal.number(1))],
+                         default=exp.Literal.number(2))
+        allows = exp.select(exp.Case(ifs=[
+            exp.If(this=exp.EQ(this=exp.Count(this=exp.Star()), expression=exp.Literal.number(0)),
+                   true=exp.Literal.number(0)),
+            exp.If(this=exp.GT(this=exp.Count(this=exp.Star()),
+                               expression=exp.Count(this=exp.column("_rw_v", "_rw_nn"))),
+                   true=exp.Literal.number(3))], default=exp.Literal.number(2))).from_(values("_rw_nn"))
+        return [unmatched, exp.GTE(this=exp.Paren(this=needs), expression=exp.Subquery(this=allows))]
 
     def subquery_join(self, q: exp.Select, right: exp.Select, outer_exprs: list, conjuncts: list, late: list,
                       left: bool) -> tuple[exp.Select, str]:
