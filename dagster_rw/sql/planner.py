@@ -498,26 +498,24 @@ class Planner:
         hidden columns of the grouped query. A subquery correlated with the grouped query's own
         FROM is refused (its columns are gone outside it)."""
         having = q.args["having"].this
-        inner_names = {t.alias_or_name for t in q.find_all(exp.Table) if not any(
+        grouped_tables = {t.alias_or_name for t in q.find_all(exp.Table) if not any(
             isinstance(a, (exp.Subquery, exp.Exists)) for a in _ancestors_until(t, q))}
         for sub in having.find_all(exp.Subquery, exp.Exists):
             own = {t.alias_or_name for t in sub.find_all(exp.Table)}
             for col in sub.find_all(exp.Column):
-                if col.table and col.table in inner_names and col.table not in own:
+                if col.table and col.table in grouped_tables and col.table not in own:
                     raise self.refuse("a subquery in HAVING correlated with the grouped query", sub)
         inner = q.copy()
         for key in ("having", "order", "limit", "offset", "distinct"):
             inner.set(key, None)
-        names = []
+        names, inside = [], []  # each output's name, and its unique name inside
         for i, item in enumerate(list(inner.expressions)):
             if isinstance(item, exp.Star) or (isinstance(item, exp.Column) and isinstance(item.this, exp.Star)):
                 raise self.refuse("* in a SELECT list with a subquery in HAVING", item)
-            name = _output_name(item)
-            if name in names or name == "?column?":
-                name = f"{_SUBQUERY_ALIAS}o{i}"
-            names.append(name)
-            inner.expressions[i] = exp.alias_(item.unalias() if isinstance(item, exp.Alias) else item, name,
-                                               quoted=True)
+            names.append(_output_name(item))
+            inside.append(f"{_SUBQUERY_ALIAS}o{i}")
+            inner.expressions[i] = exp.alias_(item.unalias() if isinstance(item, exp.Alias) else item,
+                                               inside[-1], quoted=True)
         exposed: list[exp.Expression] = []
         table = f"{_SUBQUERY_ALIAS}having"
 
@@ -532,7 +530,8 @@ class Planner:
 
         cond = _transform_top_down(having.copy(), expose)
         inner.set("expressions", list(inner.expressions) + exposed)
-        outer = exp.select(*[exp.alias_(exp.column(n, table=table, quoted=True), n, quoted=True) for n in names]).from_(
+        outer = exp.select(*[exp.alias_(exp.column(i, table=table, quoted=True), n, quoted=True)
+                             for i, n in zip(inside, names)]).from_(
             exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier(table))))
         outer = outer.where(cond)
         for key in ("order", "limit", "offset", "distinct"):
