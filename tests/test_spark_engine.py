@@ -40,6 +40,10 @@ VIEWS = {
     "scalar_correlated": "SELECT id, v FROM t1 WHERE v > (SELECT avg(w) FROM t2 WHERE t2.k = t1.k)",
     # NOT IN: an anti-join and a dynamic filter on what NULLs allow
     "not_in": "SELECT id FROM t1 WHERE v NOT IN (SELECT w FROM t2)",
+    # regexp_match(...)[n] on Spark's regexp_extract (Java's regexes) and on DuckDB's (RE2); the oracle
+    # knows the answer without regexes: k's digit after an 'a' or a 'b', else NULL
+    "regexp_group": ("SELECT id, (regexp_match(s || '=' || CAST(k AS VARCHAR), '([a-b])=(\\d)'))[2] AS g FROM t1",
+                     "SELECT id, CASE WHEN s IN ('a', 'b') THEN CAST(k AS VARCHAR) END AS g FROM t1"),
 }
 
 STEPS = [

@@ -38,7 +38,7 @@ from .plan import (
     number_nodes,
     prune_columns,
 )
-from .semantics import typed_expression
+from .semantics import regexp_match_groups, typed_expression
 
 AGG_FUNCS = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max",
              exp.GroupConcat: "string_agg", exp.FirstValue: "first_value", exp.LastValue: "last_value",
@@ -130,7 +130,7 @@ class Planner:
                 return exp.column(cname(entry.index))
             return node
 
-        return expression.copy().transform(rewrite)
+        return regexp_match_groups(expression).copy().transform(rewrite)
 
     def describe(self, child: Node, exprs: list[exp.Expression], where: exp.Expression | None) -> list[str]:
         """Result types of expressions over the child's columns, inferred by DuckDB on empty input."""
