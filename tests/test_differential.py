@@ -110,6 +110,12 @@ WINDOWS = {
     "window_then_limit": "SELECT id, v, row_number() OVER (PARTITION BY k ORDER BY v, id) AS rn FROM t1 "
                          "ORDER BY rn, id LIMIT 4",
     "on_window": "SELECT k, count(*) AS n, max(v) AS mx FROM row_number_top2 GROUP BY k",
+    # window aggregates: ROWS frames (ordered totally, so both engines agree), the default frame
+    # with peers (ties in v), and the whole partition
+    "window_aggregates": "SELECT id, k, sum(v) OVER (PARTITION BY k ORDER BY id ROWS BETWEEN 1 PRECEDING AND "
+                         "CURRENT ROW) AS s2, max(v) OVER (PARTITION BY k ORDER BY v NULLS FIRST) AS upto, "
+                         "avg(v) OVER (PARTITION BY k) AS av, count(s) OVER (PARTITION BY s ORDER BY v DESC, id "
+                         "ROWS BETWEEN 2 PRECEDING AND 1 FOLLOWING) AS cs, min(v) OVER () AS lo FROM t1",
 }
 
 small = st.integers(0, 4)

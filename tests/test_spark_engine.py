@@ -30,6 +30,7 @@ VIEWS = {
     "top_n_ties": SETS_TOPN_NOPK["top_n_ties"],
     "union_all": SETS_TOPN_NOPK["union_all"],
     "row_number_top2": WINDOWS["row_number_top2"],
+    "window_aggregates": WINDOWS["window_aggregates"],
     "string_agg_groups": ORDERED_AGGREGATES["string_agg_groups"],
     "array_agg_groups": ORDERED_AGGREGATES["array_agg_groups"],
     "df_scalar_max": DYNAMIC_FILTERS["df_scalar_max"],

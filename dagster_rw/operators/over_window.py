@@ -1,25 +1,31 @@
-"""Ranking window functions (row_number, rank, dense_rank) OVER (PARTITION BY ... ORDER BY ...).
+"""Window functions OVER (PARTITION BY ... ORDER BY ... [ROWS frame]): ranking ones (row_number,
+rank, dense_rank) and aggregates (count, sum, avg, min, max, over a ROWS frame or SQL's default).
 
-The ranks of one partition depend only on that partition's rows, so the operator recomputes the
-partitions a step touches: old output = ranking over the partition's old rows, new output = ranking
-over old rows + delta, output delta = new - old. Only rows whose rank (or content) changed survive
-consolidation, so a top-N filter above this operator sees a small delta.
+A window function's values in one partition depend only on that partition's rows, so the operator
+recomputes the partitions a step touches: old output = the function over the partition's old rows,
+new output = over old rows + delta, output delta = new - old. Only rows whose value (or content)
+changed survive consolidation, so a top-N filter above this operator sees a small delta.
 
 State: `input`, the child's rows keyed by (partition columns, stream key), so a step reads the rows of
 the touched partitions by key prefix, as a join reads one side. NULL partition values form their own
 partition (lookups are null-safe and SQL's PARTITION BY groups NULLs together).
 
-Ties: row_number breaks ORDER BY ties by the stream key (deterministic across steps); rank and
-dense_rank give peers the same rank, as SQL does.
+Ties: row_number and ROWS frames break ORDER BY ties by the stream key (deterministic across steps,
+where SQL leaves the order of peers open); rank, dense_rank and the default frame (which takes in
+the current row's peers) give peers the same value, as SQL does.
 
 Without PARTITION BY the whole input is one partition: every step that changes the input reads and
 re-ranks all of it (correct, but the cost grows with the input, not with the delta).
 """
 from __future__ import annotations
 
+from .. import types as sqltypes
 from ..engine.duck import quote
 from ..sql.plan import cname
 from .base import Operator, W, col_list, consolidate_sql, row_schema, state_upsert_sql
+
+
+RANKING = ("row_number", "rank", "dense_rank")
 
 
 class OverWindowOp(Operator):
@@ -83,12 +89,21 @@ class OverWindowOp(Operator):
         node = self.node
         order = [f"{quote(cname(o.column))} {'DESC' if o.desc else 'ASC'} NULLS {'FIRST' if o.nulls_first else 'LAST'}"
                  for o in node.order]
-        if node.func != "row_number" and not order:
+        aggregate = node.func not in RANKING
+        if not aggregate and node.func != "row_number" and not order:
             return "CAST(1 AS BIGINT)"  # every row is a peer of every other row of its partition
-        if node.func == "row_number":
+        if node.func == "row_number" or (node.frame and order):
             order += [f"{quote(k)} ASC NULLS FIRST" for k in self.key()]
         over = []
         if self.partition():
             over.append(f"PARTITION BY {col_list(self.partition())}")
-        over.append("ORDER BY " + ", ".join(order))
-        return f"CAST({node.func}() OVER ({' '.join(over)}) AS BIGINT)"
+        if order:
+            over.append("ORDER BY " + ", ".join(order))
+        if node.frame:
+            over.append(node.frame)
+        out_type = sqltypes.duckdb_type(node.columns[-1].type)
+        call = f"{node.func}({quote(cname(node.arg)) if node.arg is not None else ''})" if aggregate \
+            else f"{node.func}()"
+        if node.func == "count" and node.arg is None:
+            call = "count(*)"
+        return f"CAST({call} OVER ({' '.join(over)}) AS {out_type})"

@@ -93,7 +93,10 @@ def _describe(node: Node) -> tuple[str, str]:
             state = f"input rows by {part} + stream key {key}; a step re-ranks the partitions it touches"
         else:
             state = f"input rows by stream key {key}; no PARTITION BY: a step re-ranks the whole input"
-        return (f"StreamOverWindow {{ function: {node.func}(), partition: {part}, order: [{order}] }}", state)
+        arg = child.columns[node.arg].name if node.arg is not None else ("*" if node.func == "count" else "")
+        frame = f", frame: {node.frame}" if node.frame else ""
+        return (f"StreamOverWindow {{ function: {node.func}({arg}), partition: {part}, order: [{order}]{frame} }}",
+                state)
     return type(node).__name__, "?"
 
 

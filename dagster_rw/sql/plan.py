@@ -221,13 +221,17 @@ class TopN(Node):
 
 @dataclass(eq=False)
 class OverWindow(Node):
-    """A ranking window function (row_number, rank, dense_rank) OVER (PARTITION BY ... ORDER BY ...):
-    the child's columns, then the rank as one more column. Stream key: the child's."""
+    """A window function OVER (PARTITION BY ... ORDER BY ... [ROWS frame]): a ranking one (row_number,
+    rank, dense_rank) or an aggregate (count, sum, avg, min, max) over a child column (`arg`; None
+    for count(*)). The child's columns, then the function's value as one more column (typed as the
+    last column says). Stream key: the child's."""
 
     child: Node | None = None
-    func: str = "row_number"  # row_number, rank, dense_rank
+    func: str = "row_number"  # row_number, rank, dense_rank, count, sum, avg, min, max
     partition: list[int] = field(default_factory=list)  # child columns
     order: list[OrderKey] = field(default_factory=list)  # over child columns
+    arg: int | None = None  # an aggregate's argument (child column)
+    frame: str = ""  # "ROWS BETWEEN ... AND ...", or "" for SQL's default frame
 
     @property
     def children(self):

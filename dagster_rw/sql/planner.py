@@ -44,6 +44,7 @@ AGG_FUNCS = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min",
              exp.GroupConcat: "string_agg", exp.FirstValue: "first_value", exp.LastValue: "last_value",
              exp.ArrayAgg: "array_agg"}
 WINDOW_FUNCS = {exp.RowNumber: "row_number", exp.Rank: "rank", exp.DenseRank: "dense_rank"}
+WINDOW_AGGS = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max"}
 _INT_TYPES = ("smallint", "integer", "bigint")
 _SUBQUERY_ALIAS = "_rw_sq"  # FROM items made of EXISTS / IN subqueries (Planner.subquery_predicates)
 
@@ -1228,15 +1229,24 @@ class Planner:
 
     def check_window(self, w: exp.Window) -> None:
         fn = w.this
-        if type(fn) not in WINDOW_FUNCS:
-            raise self.refuse("window functions other than row_number(), rank() and dense_rank(): "
-                              f"{w.sql(dialect='postgres')}", w)
-        if any(v for v in fn.args.values()):
+        if type(fn) in WINDOW_AGGS:
+            arg = fn.this
+            if isinstance(arg, exp.Distinct) or any(v for k, v in fn.args.items() if k not in ("this", "big_int")) \
+                    or (isinstance(arg, exp.Star) and type(fn) is not exp.Count) or arg is None:
+                raise self.refuse(f"this window aggregate: {w.sql(dialect='postgres')}", w)
+            for n in arg.walk():
+                if type(n) in AGG_FUNCS or isinstance(n, (exp.AggFunc, exp.Window)):
+                    raise self.refuse("an aggregate inside a window aggregate", w)
+            window_frame(self, w)
+        elif type(fn) not in WINDOW_FUNCS:
+            raise self.refuse("window functions other than row_number(), rank(), dense_rank(), count(), sum(), "
+                              f"avg(), min() and max(): {w.sql(dialect='postgres')}", w)
+        elif any(v for v in fn.args.values()):
             raise self.refuse(f"arguments to {WINDOW_FUNCS[type(fn)]}()", w)
+        elif w.args.get("spec") is not None:
+            raise self.refuse("window frame clauses on ranking functions", w)
         if w.args.get("alias") is not None:
             raise self.refuse("named windows (OVER name)", w)
-        if w.args.get("spec") is not None:
-            raise self.refuse("window frame clauses (ROWS / RANGE / GROUPS)", w)
         if (w.args.get("over") or "OVER").upper() != "OVER" or w.args.get("first") is not None:
             raise self.refuse(f"this window clause: {w.sql(dialect='postgres')}", w)
         if type(fn) is exp.RowNumber and w.args.get("order") is None:
@@ -1292,16 +1302,21 @@ class Planner:
                 nulls_first = o.args.get("nulls_first")
                 order.append(OrderKey(add(self.bind(o.this, scope), o.this.sql(dialect="postgres")), desc,
                                       bool(desc if nulls_first is None else nulls_first)))
-            specs.append((WINDOW_FUNCS[type(w.this)], part, order))
+            arg = None
+            if type(w.this) in WINDOW_AGGS and not isinstance(w.this.this, exp.Star):
+                arg = add(self.bind(w.this.this, scope), w.this.this.sql(dialect="postgres"))
+            func = WINDOW_FUNCS.get(type(w.this)) or WINDOW_AGGS[type(w.this)]
+            specs.append((func, part, order, arg, window_frame(self, w)))
         extra_pos = [add(e, f"_rw_o{i}") for i, e in enumerate(self.order_exprs_over_input(q, scope, select_items))]
         cur: Node = self.project(node, pre_exprs, pre_names)
         rank_pos: dict[str, int] = {}  # identical window calls share one rank column
-        for w, (func, part, order) in zip(windows, specs):
+        for w, (func, part, order, arg, frame) in zip(windows, specs):
             if w.sql() in rank_pos:
                 continue
             rank_pos[w.sql()] = len(cur.columns)
-            cur = OverWindow(columns=list(cur.columns) + [Col(func, "bigint", True)], stream_key=list(cur.stream_key),
-                             child=cur, func=func, partition=part, order=order)
+            out_type = "bigint" if arg is None else self.agg_type(Agg(func=func, arg=arg), cur)
+            cur = OverWindow(columns=list(cur.columns) + [Col(func, out_type, True)], stream_key=list(cur.stream_key),
+                             child=cur, func=func, partition=part, order=order, arg=arg, frame=frame)
 
         def over_ranks(n):
             if isinstance(n, exp.Window):
@@ -1745,6 +1760,31 @@ def aggregate_filters_as_case(query: exp.Expression) -> exp.Expression:
         return agg
 
     return query.transform(rewrite)
+
+
+def window_frame(planner: Planner, w: exp.Window) -> str:
+    """A window aggregate's frame as SQL: "" for SQL's default (the partition, or with ORDER BY the
+    rows up to the current row and its peers), else `ROWS BETWEEN <bound> AND <bound>` with
+    UNBOUNDED, n PRECEDING / FOLLOWING or CURRENT ROW. RANGE and GROUPS frames are refused."""
+    spec = w.args.get("spec")
+    if spec is None:
+        return ""
+    if (spec.args.get("kind") or "").upper() != "ROWS" or spec.args.get("exclude"):
+        raise planner.refuse(f"window frames other than ROWS: {spec.sql(dialect='postgres')}", w)
+
+    def bound(value, side) -> str:
+        value = value.sql() if isinstance(value, exp.Expression) else value
+        if value is None or str(value).upper() == "CURRENT ROW":
+            return "CURRENT ROW"
+        side = (side or "").upper()
+        if str(value).upper() == "UNBOUNDED" and side in ("PRECEDING", "FOLLOWING"):
+            return f"UNBOUNDED {side}"
+        if str(value).isdigit() and side in ("PRECEDING", "FOLLOWING"):
+            return f"{int(value)} {side}"
+        raise planner.refuse(f"the window frame bound {value} {side}".rstrip(), w)
+
+    return (f"ROWS BETWEEN {bound(spec.args.get('start'), spec.args.get('start_side'))} "
+            f"AND {bound(spec.args.get('end'), spec.args.get('end_side'))}")
 
 
 def _ancestors_until(node: exp.Expression, top: exp.Expression):
