@@ -502,7 +502,7 @@ class Planner:
         grouped_tables = {t.alias_or_name for t in q.find_all(exp.Table) if not any(
             isinstance(a, (exp.Subquery, exp.Exists)) for a in _ancestors_until(t, q))}
         for sub in having.find_all(exp.Subquery, exp.Exists):
-            own = {t.alias_or_name for t in sub.find_all(exp.Table)}
+            own = {t.alias_or_name for t in sub.find_all(exp.Table, exp.Subquery, exp.CTE)}
             for col in sub.find_all(exp.Column):
                 if col.table and col.table in grouped_tables and col.table not in own:
                     raise self.refuse("a subquery in HAVING correlated with the grouped query", sub)
@@ -628,7 +628,7 @@ class Planner:
         sub = c.this.args["query"].this
         if isinstance(sub, exp.Select) and (len(sub.expressions) != 1 or isinstance(sub.expressions[0], exp.Star)):
             raise ProgrammingError(f"subquery has too many columns{self.where(c)}")
-        own = {t.alias_or_name for t in sub.find_all(exp.Table)}
+        own = {t.alias_or_name for t in sub.find_all(exp.Table, exp.Subquery, exp.CTE)}
         if any(col.table and col.table not in own for col in sub.find_all(exp.Column)):
             raise self.refuse("NOT IN (subquery) correlated with the outer query (write NOT EXISTS)", c)
         x = c.this.this
