@@ -102,8 +102,6 @@ class OverWindowOp(Operator):
         if node.frame:
             over.append(node.frame)
         out_type = sqltypes.duckdb_type(node.columns[-1].type)
-        call = f"{node.func}({quote(cname(node.arg)) if node.arg is not None else ''})" if aggregate \
-            else f"{node.func}()"
-        if node.func == "count" and node.arg is None:
-            call = "count(*)"
+        call = f"{node.func}()" if not aggregate else "count(*)" if node.arg is None else \
+            f"{node.func}({quote(cname(node.arg))})"
         return f"CAST({call} OVER ({' '.join(over)}) AS {out_type})"

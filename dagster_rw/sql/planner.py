@@ -44,7 +44,7 @@ AGG_FUNCS = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min",
              exp.GroupConcat: "string_agg", exp.FirstValue: "first_value", exp.LastValue: "last_value",
              exp.ArrayAgg: "array_agg"}
 WINDOW_FUNCS = {exp.RowNumber: "row_number", exp.Rank: "rank", exp.DenseRank: "dense_rank"}
-WINDOW_AGGS = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max"}
+WINDOW_AGGS = {t: n for t, n in AGG_FUNCS.items() if n in ("count", "sum", "avg", "min", "max")}
 _INT_TYPES = ("smallint", "integer", "bigint")
 _SUBQUERY_ALIAS = "_rw_sq"  # FROM items made of EXISTS / IN subqueries (Planner.subquery_predicates)
 
@@ -289,8 +289,8 @@ class Planner:
                 body = cte.this
                 names = cte.args["alias"].columns if cte.args.get("alias") else []
                 if names:  # WITH r (a, b) AS (...): read as SELECT * FROM (...) AS r (a, b)
-                    body = exp.select("*").from_(exp.Subquery(this=body.copy(), alias=exp.TableAlias(
-                        this=exp.to_identifier(cte.alias_or_name), columns=[n.copy() for n in names])))
+                    body = exp.select("*").from_(
+                        _derived(body.copy(), cte.alias_or_name, [n.copy() for n in names]))
                 self.ctes[cte.alias_or_name] = body
         if isinstance(query, exp.Union):
             return self.plan_union(query)
@@ -319,7 +319,7 @@ class Planner:
         def tagged(side: exp.Expression, names: list[str], alias: str, lhs: int) -> exp.Select:
             cols = [exp.column(n, table=alias, quoted=True).as_(left[i], quoted=True) for i, n in enumerate(names)]
             return exp.select(*cols, exp.Literal.number(lhs).as_("_rw_l"), exp.Literal.number(1 - lhs).as_("_rw_r")) \
-                .from_(exp.Subquery(this=side.copy(), alias=exp.TableAlias(this=exp.to_identifier(alias))))
+                .from_(_derived(side.copy(), alias))
 
         both = exp.union(tagged(query.this, left, "_rw_a", 1), tagged(query.expression, right, "_rw_b", 0),
                          distinct=False)
@@ -328,8 +328,7 @@ class Planner:
         keep = exp.and_(exp.GT(this=exp.Sum(this=exp.column("_rw_l")), expression=exp.Literal.number(0)),
                         exp.EQ(this=right_count, expression=exp.Literal.number(0)) if what == "EXCEPT"
                         else exp.GT(this=right_count, expression=exp.Literal.number(0)))
-        return exp.select(*keys).from_(exp.Subquery(this=both, alias=exp.TableAlias(
-            this=exp.to_identifier("_rw_set")))).group_by(*[k.copy() for k in keys]).having(keep)
+        return exp.select(*keys).from_(_derived(both, "_rw_set")).group_by(*[k.copy() for k in keys]).having(keep)
 
     def output_names(self, query: exp.Expression) -> list[str]:
         """The output column names of a query (planned on the side, to learn them)."""
@@ -367,7 +366,7 @@ class Planner:
 
         def pick(side: exp.Expression, alias: str) -> exp.Select:
             return exp.select(*[exp.column(n, table=alias, quoted=True) for n in names]).from_(
-                exp.Subquery(this=side.copy(), alias=exp.TableAlias(this=exp.to_identifier(alias))))
+                _derived(side.copy(), alias))
 
         out = exp.union(pick(query.this, "_rw_a"), pick(query.expression, "_rw_b"),
                         distinct=bool(query.args.get("distinct")))
@@ -532,8 +531,7 @@ class Planner:
         cond = _transform_top_down(having.copy(), expose)
         inner.set("expressions", list(inner.expressions) + exposed)
         outer = exp.select(*[exp.alias_(exp.column(i, table=table, quoted=True), n, quoted=True)
-                             for i, n in zip(inside, names)]).from_(
-            exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier(table))))
+                             for i, n in zip(inside, names)]).from_(_derived(inner, table))
         outer = outer.where(cond)
         for key in ("order", "limit", "offset", "distinct"):
             if q.args.get(key) is not None:
@@ -577,8 +575,7 @@ class Planner:
                     if not found:
                         q, found = q.copy(), True
                     alias = f"_rw_scalar{len(q.args.get('joins') or [])}"
-                    q.append("joins", exp.Join(this=exp.Subquery(this=sub.this.copy(), alias=exp.TableAlias(
-                        this=exp.to_identifier(alias), columns=[exp.to_identifier("value")]))))
+                    q.append("joins", exp.Join(this=_derived(sub.this.copy(), alias, ["value"])))
                     c = c.copy()
                     c.set(side, exp.column("value", alias))
             out.append(c)
@@ -633,11 +630,7 @@ class Planner:
             raise self.refuse("NOT IN (subquery) correlated with the outer query (write NOT EXISTS)", c)
         x = c.this.this
 
-        def values(alias: str) -> exp.Subquery:
-            return exp.Subquery(this=sub.copy(), alias=exp.TableAlias(
-                this=exp.to_identifier(alias), columns=[exp.to_identifier("_rw_v")]))
-
-        unmatched = exp.Not(this=exp.Exists(this=exp.select("1").from_(values("_rw_ni")).where(
+        unmatched = exp.Not(this=exp.Exists(this=exp.select("1").from_(_derived(sub.copy(), "_rw_ni", ["_rw_v"])).where(
             exp.EQ(this=exp.column("_rw_v", "_rw_ni"), expression=x.copy()))))
         needs = exp.Case(ifs=[exp.If(this=x.copy().is_(exp.null()), true=exp.Literal.number(1))],
                          default=exp.Literal.number(2))
@@ -646,7 +639,8 @@ class Planner:
                    true=exp.Literal.number(0)),
             exp.If(this=exp.GT(this=exp.Count(this=exp.Star()),
                                expression=exp.Count(this=exp.column("_rw_v", "_rw_nn"))),
-                   true=exp.Literal.number(3))], default=exp.Literal.number(2))).from_(values("_rw_nn"))
+                   true=exp.Literal.number(3))], default=exp.Literal.number(2))).from_(
+            _derived(sub.copy(), "_rw_nn", ["_rw_v"]))
         return [unmatched, exp.GTE(this=exp.Paren(this=needs), expression=exp.Subquery(this=allows))]
 
     def subquery_join(self, q: exp.Select, right: exp.Select, outer_exprs: list, conjuncts: list, late: list,
@@ -658,7 +652,7 @@ class Planner:
         Returns the query (a copy) and the alias."""
         alias = f"{_SUBQUERY_ALIAS}{self._subquery_counter}"
         self._subquery_counter += 1
-        item = exp.Subquery(this=right, alias=exp.TableAlias(this=exp.to_identifier(alias)))
+        item = _derived(right, alias)
         on = [exp.EQ(this=o.copy(), expression=exp.column(f"_rw_k{i}", alias)) for i, o in enumerate(outer_exprs)]
         q = q.copy()
         if left:
@@ -677,8 +671,7 @@ class Planner:
             sub.args.get(k) for k in ("group", "having", "limit", "offset", "distinct", "with")) and not any(
             _find_aggs(x) for x in sub.expressions) and not self.window_calls([(x, None) for x in sub.expressions])
         if not simple:  # a UNION, a grouped or limited SELECT: its rows as they are, matched by value
-            sub = exp.select("_rw_v").from_(exp.Subquery(this=sub.copy(), alias=exp.TableAlias(
-                this=exp.to_identifier("_rw_in"), columns=[exp.to_identifier("_rw_v")])))
+            sub = exp.select("_rw_v").from_(_derived(sub.copy(), "_rw_in", ["_rw_v"]))
         value = sub.expressions[0]
         value = value.this if isinstance(value, exp.Alias) else value
         return sub, [(value, e.this)]
@@ -1649,33 +1642,33 @@ def _without_windows(e: exp.Expression) -> exp.Expression:
     return _transform_top_down(e, lambda n: exp.Null() if isinstance(n, exp.Window) else n)
 
 
+def _derived(query: exp.Expression, alias: str, columns: list | tuple = ()) -> exp.Subquery:
+    """`(query) AS alias [(columns)]`: a query as a FROM item (columns: names or identifiers)."""
+    return exp.Subquery(this=query, alias=exp.TableAlias(
+        this=exp.to_identifier(alias), columns=[exp.to_identifier(c) for c in columns]))
+
+
+def _operands(cond, op):
+    """The operands of a chain of `op` (AND, OR), parentheses looked through."""
+    if isinstance(cond, op):
+        yield from _operands(cond.this, op)
+        yield from _operands(cond.expression, op)
+    elif isinstance(cond, exp.Paren):
+        yield from _operands(cond.this, op)
+    else:
+        yield cond
+
+
 def _conjuncts(cond):
-    if isinstance(cond, exp.And):
-        yield from _conjuncts(cond.this)
-        yield from _conjuncts(cond.expression)
-    elif isinstance(cond, exp.Paren):
-        yield from _conjuncts(cond.this)
-    elif isinstance(cond, exp.Or):
-        yield from _factored(cond)
-    else:
-        yield cond
-
-
-def _disjuncts(cond):
-    if isinstance(cond, exp.Or):
-        yield from _disjuncts(cond.this)
-        yield from _disjuncts(cond.expression)
-    elif isinstance(cond, exp.Paren):
-        yield from _disjuncts(cond.this)
-    else:
-        yield cond
+    for c in _operands(cond, exp.And):
+        yield from _factored(c) if isinstance(c, exp.Or) else (c,)
 
 
 def _factored(cond: exp.Or):
     """The conjuncts of an OR with the terms common to all its branches taken out:
     (a AND b) OR (a AND c) is a AND (b OR c) (the law holds in SQL's three-valued logic too), so a
     join condition every branch repeats (TPC-H q19's p_partkey = l_partkey) becomes a join key."""
-    branches = [list(_conjuncts(d)) for d in _disjuncts(cond)]
+    branches = [list(_conjuncts(d)) for d in _operands(cond, exp.Or)]
     keys = [{_term_key(c) for c in b} for b in branches]
     common: dict[str, exp.Expression] = {}
     for c in branches[0]:
@@ -1729,7 +1722,7 @@ def distinct_on_as_row_number(query: exp.Expression) -> exp.Expression:
                         order=exp.Order(expressions=[o.copy() for o in ranking]) if ranking else None)
     inner.set("expressions", items + [exp.alias_(window, "_rw_rn")])
     return exp.select(*[exp.alias_(exp.column(f"_rw_d{i}"), n) for i, n in enumerate(names)]).from_(
-        exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier("_rw_distinct_on")))).where(
+        _derived(inner, "_rw_distinct_on")).where(
         exp.EQ(this=exp.column("_rw_rn"), expression=exp.Literal.number(1)))
 
 
