@@ -194,16 +194,22 @@ def test_sparse_index_search_on_a_large_file():
 
 @SETTINGS
 @given(values=st.lists(st.integers(-(1 << 63), (1 << 63) - 1), max_size=300),
-       dtype=st.sampled_from([np.int64, np.int32, np.int16, np.uint64]), shift=st.integers(0, 62))
-def test_radix_sort_order_equals_numpys_stable_argsort(monkeypatch, values, dtype, shift):
-    """The radix sort by 16-bit digits gives numpy's stable argsort, over narrow and full-width
-    value ranges."""
-    monkeypatch.setattr(sst_cache, "_RADIX_MIN_ROWS", 0)
+       dtype=st.sampled_from([np.int64, np.int32, np.int16, np.uint64]), shift=st.integers(0, 62),
+       runs=st.integers(1, 4))
+def test_sorted_order_is_numpys_stable_argsort(values, dtype, shift, runs):
+    """sorted_order is numpy's stable argsort, whether the codes pack beside their row numbers
+    (narrow ranges) or not (full-width ones, with and without equal codes), and over sorted runs;
+    hash_order puts equal hashes side by side."""
     info = np.iinfo(dtype)
     codes = np.array([min(max(v >> shift, info.min), info.max) for v in values], dtype)
-    order, ordered = sst_cache.sorted_order(codes)
-    assert order.tolist() == np.argsort(codes, kind="stable").tolist()
-    assert ordered.tolist() == sorted(codes.tolist())
+    for c in (codes, np.concatenate([codes, codes[:len(codes) // 3]])):
+        order, ordered = sst_cache.sorted_order(c)
+        assert order.tolist() == np.argsort(c, kind="stable").tolist()
+        assert ordered.tolist() == sorted(c.tolist())
+    pieces = np.array_split(codes, runs)
+    concatenated = np.concatenate([np.sort(p) for p in pieces]) if len(codes) else codes
+    order, _ = sst_cache.sorted_order(concatenated, runs=True)
+    assert order.tolist() == np.argsort(concatenated, kind="stable").tolist()
     h = codes.astype(np.int64).view(np.uint64) if dtype != np.uint64 else codes
     order, short = sst_cache.hash_order(h)
     assert sorted(order.tolist()) == list(range(len(h)))
@@ -216,31 +222,24 @@ def test_radix_sort_order_equals_numpys_stable_argsort(monkeypatch, values, dtyp
 @given(pairs=st.lists(st.tuples(st.integers(-(1 << 31), (1 << 31) - 1), st.integers(-(1 << 31), (1 << 31) - 1)),
                       max_size=200),
        shifts=st.tuples(st.sampled_from([0, 16, 20, 24, 31]), st.sampled_from([0, 16, 20, 24, 31])))
-def test_two_column_codes_sort_like_numpy(monkeypatch, pairs, shifts):
-    """Two small-integer key columns' codes, renumbered densely when their halves' spans allow it
-    (_dense_halves), sort as numpy's stable argsort sorts the codes."""
-    monkeypatch.setattr(sst_cache, "_RADIX_MIN_ROWS", 0)
+def test_two_column_codes_sort_like_the_columns(pairs, shifts):
+    """Two small-integer key columns' codes sort the rows as the columns themselves do, in a
+    stable order."""
     table = pa.table({"a": pa.array([a >> shifts[0] for a, _ in pairs], pa.int32()),
                       "b": pa.array([b >> shifts[1] for _, b in pairs], pa.int32())})
     codes = sst_cache.key_codes(table, ["a", "b"])
     order, ordered = sst_cache.sorted_order(codes)
-    assert order.tolist() == np.argsort(codes, kind="stable").tolist()
+    rows = list(zip(table.column("a").to_pylist(), table.column("b").to_pylist()))
+    assert [rows[i] for i in order.tolist()] == sorted(rows)
+    assert order.tolist() == sorted(range(len(rows)), key=lambda i: rows[i])
     assert ordered.tolist() == sorted(codes.tolist())
-
-
-@pytest.fixture(params=["argsort", "radix"])
-def sort_kind(request, monkeypatch):
-    """Run a test with numpy's argsort and with the radix sort that large inputs take."""
-    if request.param == "radix":
-        monkeypatch.setattr(sst_cache, "_RADIX_MIN_ROWS", 0)
-    return request.param
 
 
 @SETTINGS
 @given(rows=st.lists(st.tuples(st.one_of(st.none(), st.integers(-5, 5)), st.integers(-3, 3),
                                st.sampled_from([-1, 1])), max_size=60),
        types=st.sampled_from([(pa.int32(), pa.int32()), (pa.int64(), pa.int16()), (pa.date32(), pa.int32())]))
-def test_numpy_sort_order_equals_arrows_sort(sort_kind, rows, types):
+def test_numpy_sort_order_equals_arrows_sort(rows, types):
     a_type, b_type = types
     table = pa.table({
         "a": pa.array([r[0] for r in rows], pa.int32() if a_type == pa.date32() else pa.int64()).cast(a_type),
@@ -343,7 +342,7 @@ def _delta(rows):
 @pytest.mark.parametrize("weak", [False, True])
 @SETTINGS
 @given(rows=DELTA_ROWS)
-def test_consolidation_in_arrow_equals_sql(monkeypatch, sort_kind, weak, rows):
+def test_consolidation_in_arrow_equals_sql(monkeypatch, weak, rows):
     if weak:
         _weak_hash(monkeypatch)
     engine = _ENGINE
@@ -357,7 +356,7 @@ def test_consolidation_in_arrow_equals_sql(monkeypatch, sort_kind, weak, rows):
 @pytest.mark.parametrize("by_key", [True, False])
 @SETTINGS
 @given(rows=DELTA_ROWS)
-def test_state_writes_in_arrow_equal_sql(monkeypatch, sort_kind, weak, by_key, rows):
+def test_state_writes_in_arrow_equal_sql(monkeypatch, weak, by_key, rows):
     if weak:
         _weak_hash(monkeypatch)
     if not by_key:  # the path by key hashes, for keys that cannot be coded exactly
