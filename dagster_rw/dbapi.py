@@ -12,6 +12,7 @@ from .runtime import ingest
 from .runtime.warehouse import ROW_ID, Warehouse
 from .sql import explain as explainer
 from .sql import statements as st
+from .sql.functions import inline_statement
 from .sql.semantics import typed_query
 from .storage.catalog import MATERIALIZED_VIEW, SOURCE, TABLE
 from .storage.object_store import open_store, wait_for_deletions
@@ -339,6 +340,7 @@ class Cursor:
         conn = self.conn
         wh = conn.wh
         wh.sync()
+        inline_statement(statement, wh.functions(), st.DIALECT)  # SQL functions: their bodies in place of calls
         self.description, self._rows, self._pos, self.rowcount = None, [], 0, -1
         handler = getattr(self, "_do_" + type(statement).__name__.lower())
         handler(statement)
@@ -371,7 +373,13 @@ class Cursor:
     def _do_createsink(self, s):
         self.conn.wh.create_sink(s)
 
+    def _do_createfunction(self, s: st.CreateFunction):
+        self.conn.wh.create_function(s.function, s.replace)
+
     def _do_drop(self, s: st.Drop):
+        if s.kind == "function":
+            self.conn.wh.drop_function(s.name, s.if_exists)
+            return
         if s.kind == "sink":
             self.conn.wh.drop_sink(s.name, s.if_exists)
             return

@@ -186,6 +186,9 @@ def test_project_errors_name_file_and_object(tmp_path):
                                     "SELECT a, string_agg(a::text, ',') OVER () FROM t;")
     with pytest.raises(dagster_rw.ProgrammingError, match="a.sql"):
         _ = RwProject(tmp_path).objects
+    (tmp_path / "a.sql").write_text("CREATE FUNCTION f(a int) RETURNS int RETURN a + 1;")
+    with pytest.raises(dagster_rw.ProgrammingError, match="a.sql: CREATE FUNCTION is not supported in a SQL project"):
+        _ = RwProject(tmp_path).objects
 
 
 # -- sensor, runs, checks ------------------------------------------------------------------------

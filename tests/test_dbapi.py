@@ -117,6 +117,43 @@ def test_constraint_and_dependency_errors(conn):
     assert conn.execute("SHOW TABLES").fetchall() == [("log",)]
 
 
+def test_sql_functions_are_inlined_kept_in_the_catalog_and_guarded_while_called(warehouse):
+    with dagster_rw.connect(warehouse) as conn:
+        conn.execute("CREATE FUNCTION count_char(s varchar, c varchar) RETURNS int LANGUAGE SQL AS "
+                     "$$SELECT length(s) - length(replace(s, c, ''))$$")
+        conn.execute("CREATE TABLE t (id INT PRIMARY KEY, s VARCHAR)")
+        conn.execute("INSERT INTO t VALUES (1, 'banana'), (2, NULL)")
+        conn.execute("CREATE MATERIALIZED VIEW m AS SELECT id, count_char(s, 'a') AS n FROM t")
+        assert sorted(conn.execute("SELECT * FROM m").fetchall()) == [(1, 3), (2, None)]
+        assert conn.execute("SELECT count_char('aXa', 'a') + 1").fetchall() == [(3,)]
+        with pytest.raises(dagster_rw.ProgrammingError, match="already exists"):
+            conn.execute("CREATE FUNCTION count_char(s varchar) RETURNS int RETURN 1")
+        with pytest.raises(dagster_rw.ProgrammingError, match="takes 2 arguments, not 1"):
+            conn.execute("SELECT count_char('a')")
+        with pytest.raises(dagster_rw.ProgrammingError, match='column "x" does not exist'):
+            conn.execute("CREATE FUNCTION f(a int) RETURNS int RETURN x + 1")
+        with pytest.raises(dagster_rw.ProgrammingError, match="LANGUAGE python"):
+            conn.execute("CREATE FUNCTION f(a int) RETURNS int LANGUAGE python AS $$def f(a): return a$$")
+        with pytest.raises(dagster_rw.ProgrammingError, match="without FROM"):
+            conn.execute("CREATE FUNCTION f(a int) RETURNS int AS 'SELECT id FROM t'")
+    # another process plans the view from its SQL with the function from the catalog
+    with dagster_rw.connect(warehouse) as conn:
+        conn.execute("INSERT INTO t VALUES (3, 'aaa')")
+        conn.execute("FLUSH")
+        assert sorted(conn.execute("SELECT * FROM m").fetchall()) == [(1, 3), (2, None), (3, 3)]
+        for statement in ("DROP FUNCTION count_char",
+                          "CREATE OR REPLACE FUNCTION count_char(s varchar, c varchar) RETURNS int RETURN 0"):
+            with pytest.raises(dagster_rw.IntegrityError, match="depend on it"):
+                conn.execute(statement)
+        conn.execute("DROP MATERIALIZED VIEW m")
+        conn.execute("CREATE OR REPLACE FUNCTION count_char(s varchar, c varchar) RETURNS int RETURN 0")
+        assert conn.execute("SELECT count_char('aa', 'a')").fetchall() == [(0,)]
+        conn.execute("DROP FUNCTION count_char")
+        conn.execute("DROP FUNCTION IF EXISTS count_char")
+        with pytest.raises(dagster_rw.ProgrammingError, match="does not exist"):
+            conn.execute("DROP FUNCTION count_char")
+
+
 def test_explain_shows_operators_stream_keys_and_state(conn):
     conn.execute("CREATE TABLE orders (id INT PRIMARY KEY, item_id INT)")
     conn.execute("CREATE TABLE items (id INT PRIMARY KEY, name VARCHAR)")

@@ -191,12 +191,16 @@ def _check(conn, oracle, created):
         assert_same(conn.execute(f"SELECT * FROM {name}").fetchall(), oracle.rows(f"SELECT * FROM {name}"), name)
 
 
-def run_workload(warehouse, views: dict, ops, create_at, engine="duckdb"):
+def run_workload(warehouse, views: dict, ops, create_at, engine="duckdb", setup=()):
+    """`setup`: (statement, the oracle's statement) pairs run after the tables are created."""
     conn = dagster_rw.connect(warehouse, engine=engine)
     oracle = Oracle()
     for ddl in SCHEMA:
         conn.execute(ddl)
         oracle.execute(ddl)
+    for ours, theirs in setup:
+        conn.execute(ours)
+        oracle.execute(theirs)
     names = list(views)
     created: list[str] = []
 
@@ -220,12 +224,12 @@ def run_workload(warehouse, views: dict, ops, create_at, engine="duckdb"):
     conn.close()
 
 
-def _workload_test(views):
+def _workload_test(views, setup=()):
     @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
     @given(ops=st.lists(operations, min_size=3, max_size=14),
            create_at=st.lists(st.integers(0, 14), min_size=len(views), max_size=len(views)))
     def check(tmp_path_factory, ops, create_at):
-        run_workload(str(tmp_path_factory.mktemp("wh")), views, ops, create_at)
+        run_workload(str(tmp_path_factory.mktemp("wh")), views, ops, create_at, setup=setup)
 
     return check
 
@@ -303,6 +307,27 @@ test_join_views_match_duckdb = _workload_test(JOINS)
 test_union_top_n_and_tables_without_key_match_duckdb = _workload_test(SETS_TOPN_NOPK)
 test_views_over_views_match_duckdb = _workload_test(VIEWS_ON_VIEWS)
 test_window_views_match_duckdb = _workload_test(WINDOWS)
+
+# SQL functions (CREATE FUNCTION ... LANGUAGE SQL), inlined into the views that call them; the
+# oracle defines the same functions as DuckDB macros. Parameters by name and by position, a body
+# given as $$...$$, as a string and as RETURN, a function calling another, casts to the declared
+# types (integer division truncates)
+FUNCTIONS_SETUP = [
+    ("CREATE FUNCTION count_char(s varchar, c varchar) RETURNS int LANGUAGE SQL AS "
+     "$$SELECT length(s) - length(replace(s, c, ''))$$",
+     "CREATE MACRO count_char(s, c) AS CAST(length(s) - length(replace(s, c, '')) AS INT)"),
+    ("CREATE FUNCTION clamp(int, int, int) RETURNS int LANGUAGE SQL AS 'SELECT least(greatest($1, $2), $3)'",
+     "CREATE MACRO clamp(a, lo, hi) AS CAST(least(greatest(a, lo), hi) AS INT)"),
+    ("CREATE FUNCTION halve(x int) RETURNS int RETURN clamp(x, -3, 20) / 2",
+     "CREATE MACRO halve(x) AS CAST(clamp(x, -3, 20) // 2 AS INT)"),
+]
+SQL_FUNCTIONS = {
+    "fn_project": "SELECT id, count_char(s, 'a') AS ca, halve(v) AS h FROM t1 WHERE clamp(v, 0, 5) > 1",
+    "fn_group": "SELECT halve(k) AS hk, sum(clamp(v, 0, 5)) AS sc, max(count_char(s || s, 'b')) AS mb, "
+                "count(*) AS n FROM t1 GROUP BY halve(k)",
+    "fn_join": "SELECT t1.id, t2.id AS id2, halve(t1.v + t2.w) AS h FROM t1 JOIN t2 ON clamp(t1.k, 0, 3) = t2.k",
+}
+test_sql_function_views_match_duckdb = _workload_test(SQL_FUNCTIONS, setup=FUNCTIONS_SETUP)
 
 
 def test_view_lagging_several_epochs_catches_up_in_one_refresh(warehouse):

@@ -5,11 +5,13 @@ import pytest
 from oracle import Oracle, assert_same
 from test_differential import (
     DYNAMIC_FILTERS,
+    FUNCTIONS_SETUP,
     JOINS,
     LINEAR_AND_AGGREGATES,
     ORDERED_AGGREGATES,
     SCHEMA,
     SETS_TOPN_NOPK,
+    SQL_FUNCTIONS,
     WINDOWS,
     _values,
 )
@@ -45,6 +47,8 @@ VIEWS = {
     # knows the answer without regexes: k's digit after an 'a' or a 'b', else NULL
     "regexp_group": ("SELECT id, (regexp_match(s || '=' || CAST(k AS VARCHAR), '([a-b])=(\\d)'))[2] AS g FROM t1",
                      "SELECT id, CASE WHEN s IN ('a', 'b') THEN CAST(k AS VARCHAR) END AS g FROM t1"),
+    # SQL functions inlined (casts to the declared types, integer division) in Spark's words
+    "fn_group": SQL_FUNCTIONS["fn_group"],
 }
 
 STEPS = [
@@ -64,6 +68,9 @@ def test_spark_and_in_process_paths_give_the_same_views(tmp_path, spark, engine)
     for ddl in SCHEMA:
         conn.execute(ddl)
         oracle.execute(ddl)
+    for ours, theirs in FUNCTIONS_SETUP:
+        conn.execute(ours)
+        oracle.execute(theirs)
     for name, q in VIEWS.items():
         q, oracle_q = (q, q) if isinstance(q, str) else q  # (view, the same query in DuckDB's words)
         conn.execute(f"CREATE MATERIALIZED VIEW {name} AS {q}")

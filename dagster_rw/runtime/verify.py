@@ -62,7 +62,9 @@ def batch_check(conn, name: str, full_max_rows: int = 100_000, sample_keys: int 
     if ahead:
         return {"passed": True, "compared": False, "epoch": epoch,
                 "note": f"inputs at other epochs than the view's {epoch}: {ahead}; compared nothing"}
-    query = conn.batch_query(st.view_query(obj.sql))
+    from ..sql.functions import inline
+
+    query = conn.batch_query(inline(st.view_query(obj.sql), wh.functions(), st.DIALECT))
     rels = conn.snapshot_relations(query)
     engine = conn.engine
     visible = obj.visible_columns

@@ -124,17 +124,51 @@ class Warehouse:
             raise ProgrammingError(f'relation "{name}" does not exist')
         return obj
 
-    def commit_catalog(self, objects: dict[str, CatalogObject], what: str) -> None:
+    def commit_catalog(self, objects: dict[str, CatalogObject], what: str, functions: dict | None = None) -> None:
         current = self.catalog(reload=True)
-        self._catalog = catalogs.commit(self.store, Catalog(version=current.version, objects=objects), what)
+        self._catalog = catalogs.commit(self.store, Catalog(
+            version=current.version, objects=objects,
+            functions=current.functions if functions is None else functions), what)
+
+    def functions(self) -> dict:
+        """The catalog's SQL functions, by name (sql.functions.SqlFunction)."""
+        from ..sql.functions import SqlFunction
+
+        return {name: SqlFunction.from_json(f) for name, f in self.catalog().functions.items()}
+
+    def create_function(self, function, replace: bool) -> None:
+        cat = self.catalog(reload=True)
+        if function.name in cat.functions:
+            if not replace:
+                raise ProgrammingError(f"function {function.name} already exists")
+            from ..sql.functions import check_droppable
+
+            check_droppable(function.name, cat.objects.values(), "replace")  # callers planned with the old body
+        self.commit_catalog(dict(cat.objects), f"CREATE FUNCTION {function.name}",
+                            functions={**cat.functions, function.name: function.to_json()})
+
+    def drop_function(self, name: str, if_exists: bool) -> bool:
+        from ..sql.functions import check_droppable
+
+        cat = self.catalog(reload=True)
+        if name not in cat.functions:
+            if if_exists:
+                return False
+            raise ProgrammingError(f"function {name} does not exist")
+        check_droppable(name, cat.objects.values())
+        self.commit_catalog(dict(cat.objects), f"DROP FUNCTION {name}",
+                            functions={k: v for k, v in cat.functions.items() if k != name})
+        return True
 
     def plan(self, obj: CatalogObject):
         key = (obj.name, obj.created_epoch)
         if key not in self._plans:
-            from ..sql.statements import view_emits_on_window_close, view_query
+            from ..sql.functions import inline
+            from ..sql.statements import DIALECT, view_emits_on_window_close, view_query
 
             planner = Planner(self.catalog().get, obj.sql, obj.name, self.engine)
-            self._plans[key] = planner.plan(view_query(obj.sql), view_emits_on_window_close(obj.sql))
+            query = inline(view_query(obj.sql), self.functions(), DIALECT)
+            self._plans[key] = planner.plan(query, view_emits_on_window_close(obj.sql))
         return self._plans[key]
 
     # -- manifests -----------------------------------------------------------------------------

@@ -71,6 +71,12 @@ class CreateView(Statement):
 
 
 @dataclass
+class CreateFunction(Statement):
+    function: object = None  # sql.functions.SqlFunction
+    replace: bool = False
+
+
+@dataclass
 class Drop(Statement):
     kind: str = ""
     name: str = ""
@@ -220,6 +226,8 @@ def _parse_drop(sql: str, words: list[str]) -> Drop:
         kind, at = "source", 2
     elif words[1:3] == ["MATERIALIZED", "VIEW"]:
         kind, at = "materialized_view", 3
+    elif words[1] == "FUNCTION":
+        kind, at = "function", 2
     elif words[1] == "SINK":
         if_exists = words[2:4] == ["IF", "EXISTS"]
         name_tok = _DIALECT.tokenize(sql)[4 if if_exists else 2]
@@ -261,6 +269,11 @@ def _parse_create(sql: str, words: list[str]) -> Statement:
         from .sink_statements import parse_create_sink
 
         return parse_create_sink(sql)
+    if words[1] == "FUNCTION" or words[1:4] == ["OR", "REPLACE", "FUNCTION"]:
+        from .functions import parse_create_function
+
+        function, replace = parse_create_function(sql, _parse(sql), DIALECT)
+        return CreateFunction(sql, function=function, replace=replace)
     what = " ".join(words[1:3]) if words[1] in ("MATERIALIZED", "OR") else words[1]
     raise unsupported(f"CREATE {what}", sql)
 

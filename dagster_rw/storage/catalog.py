@@ -52,6 +52,7 @@ class CatalogObject:
 class Catalog:
     version: int = 0
     objects: dict[str, CatalogObject] = field(default_factory=dict)  # in creation order
+    functions: dict[str, dict] = field(default_factory=dict)  # SQL functions: name -> definition (JSON)
 
     def get(self, name: str) -> CatalogObject | None:
         return self.objects.get(name)
@@ -69,11 +70,13 @@ def load(store: ObjectStore) -> Catalog:
     if doc is None:
         return Catalog()
     return Catalog(version=version,
-                   objects={o["name"]: CatalogObject.from_json(o) for o in doc["objects"]})
+                   objects={o["name"]: CatalogObject.from_json(o) for o in doc["objects"]},
+                   functions={f["name"]: f for f in doc.get("functions", [])})
 
 
 def commit(store: ObjectStore, catalog: Catalog, what: str) -> Catalog:
-    nxt = Catalog(version=catalog.version + 1, objects=dict(catalog.objects))
-    doc = {"objects": [o.to_json() for o in nxt.objects.values()]}
+    nxt = Catalog(version=catalog.version + 1, objects=dict(catalog.objects), functions=dict(catalog.functions))
+    doc = {"objects": [o.to_json() for o in nxt.objects.values()],
+           "functions": list(nxt.functions.values())}
     versioned.commit(store, PREFIX, nxt.version, doc, what)
     return nxt
