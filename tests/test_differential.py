@@ -463,5 +463,11 @@ SUBQUERY_PREDICATES = {
     "not_in": "SELECT id, k FROM t1 WHERE v NOT IN (SELECT v FROM t3 WHERE k > 1)",
     "not_in_grouped": "SELECT id FROM t1 WHERE v NOT IN (SELECT w FROM t2 GROUP BY w HAVING count(*) > 1) "
                       "AND id > 0",
+    # subqueries nested in a subquery's conditions, correlated with that subquery (TPC-H q20's shape):
+    # planned with it, each against its own enclosing query
+    "nested_correlated": "SELECT id, s FROM t1 WHERE k IN (SELECT t2.k FROM t2 WHERE t2.id IN "
+                         "(SELECT t3.k FROM t3 WHERE t3.v > 0) AND t2.w > (SELECT count(*) FROM t3 WHERE t3.k = t2.k))",
+    "nested_exists": "SELECT id FROM t1 WHERE EXISTS (SELECT 1 FROM t2 WHERE t2.k = t1.k AND NOT EXISTS "
+                     "(SELECT 1 FROM t3 WHERE t3.k = t2.id AND t3.v = t2.w))",
 }
 test_subquery_predicate_views_match_duckdb = _workload_test(SUBQUERY_PREDICATES)

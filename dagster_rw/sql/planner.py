@@ -693,8 +693,17 @@ class Planner:
         using = any(j.args.get("using") for j in sub.args.get("joins") or [])  # (USING merges its columns)
 
         def local(e: exp.Expression) -> bool:
-            cols = list(e.find_all(exp.Column))
-            return not cols or _resolves(probe, e, inner_scope)
+            # its own columns, and the references of the subqueries nested in it to enclosing
+            # queries, all resolve in the subquery's FROM (a nested subquery correlated with this
+            # one is planned with it)
+            nested = _nested_queries(e)
+            if not nested:
+                cols = list(e.find_all(exp.Column))
+                return not cols or _resolves(probe, e, inner_scope)
+            own_cols = _own_columns(e)
+            return (not own_cols or _resolves(probe, _columns_only(own_cols), inner_scope)) and all(
+                _resolves(probe, _columns_only(free), inner_scope)
+                for free in (self.free_columns(n) for n in nested) if free)
 
         def outer(e: exp.Expression) -> bool:  # none of its columns is a name of the subquery's FROM
             cols = list(e.find_all(exp.Column))
@@ -720,6 +729,34 @@ class Planner:
             if _find_aggs(inner):
                 raise self.refuse("an aggregate in a subquery's correlation", inner)
         return own, keys
+
+    def free_columns(self, sub: exp.Expression) -> list[exp.Column]:
+        """The columns of a subquery (and of those nested in it) that its own FROM does not bring:
+        its references to the queries around it."""
+        if not isinstance(sub, exp.Select):  # a UNION: the free columns of each side
+            return [c for n in _nested_queries(sub) for c in self.free_columns(n)] if not isinstance(
+                sub, exp.Subquery) else self.free_columns(sub.this)
+        own_cols = _own_columns(sub)
+        nested = [c for n in _nested_queries(sub) for c in self.free_columns(n)]
+        if not sub.args.get("from_"):
+            return own_cols + nested
+        probe = Planner(self.resolve_object, self.sql, self.obj, self.engine)
+        probe.ctes = dict(self.ctes)
+        entries = []
+        for item in [sub.args["from_"].this] + [j.this for j in sub.args.get("joins") or []]:
+            entries.extend(probe.plan_item(item)[1].entries)
+        scope = Scope(entries)
+        aliases = {e.alias for e in entries if getattr(e, "alias", None)}
+        free = []
+        for col in own_cols + nested:
+            if col.table and col.table not in aliases:
+                free.append(col)
+                continue
+            try:
+                scope.resolve(col, probe)
+            except ProgrammingError:
+                free.append(col)
+        return free
 
     def correlated_keys(self, sub: exp.Select, pairs: list, anti: bool, node) -> tuple[exp.Select, list]:
         """The subquery of an EXISTS as the distinct values of the expressions it equates with the
@@ -1635,6 +1672,26 @@ def _resolves(planner: Planner, e: exp.Expression, scope: Scope) -> bool:
     except ProgrammingError:
         return False
     return True
+
+
+def _nested_queries(e: exp.Expression) -> list[exp.Expression]:
+    """The queries (subqueries) directly inside `e`, not inside one another."""
+    found = []
+    for n in e.walk(prune=lambda n: n is not e and isinstance(n, exp.Query)):
+        if n is not e and isinstance(n, exp.Query):
+            found.append(n)
+    return found
+
+
+def _own_columns(e: exp.Expression) -> list[exp.Column]:
+    """The columns of `e` outside the subqueries nested in it."""
+    return [n for n in e.walk(prune=lambda n: n is not e and isinstance(n, exp.Query))
+            if isinstance(n, exp.Column)]
+
+
+def _columns_only(cols: list[exp.Column]) -> exp.Expression:
+    """Columns as one expression (for _resolves)."""
+    return exp.Tuple(expressions=[c.copy() for c in cols])
 
 
 def _without_windows(e: exp.Expression) -> exp.Expression:
