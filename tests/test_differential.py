@@ -469,5 +469,14 @@ SUBQUERY_PREDICATES = {
                          "(SELECT t3.k FROM t3 WHERE t3.v > 0) AND t2.w > (SELECT count(*) FROM t3 WHERE t3.k = t2.k))",
     "nested_exists": "SELECT id FROM t1 WHERE EXISTS (SELECT 1 FROM t2 WHERE t2.k = t1.k AND NOT EXISTS "
                      "(SELECT 1 FROM t3 WHERE t3.k = t2.id AND t3.v = t2.w))",
+    # correlations other than equalities (TPC-H q21's shape): over the domain of the outer values
+    # they read; NULLs on either side make a comparison unknown
+    "exists_residual": "SELECT id, v FROM t1 WHERE EXISTS (SELECT 1 FROM t2 WHERE t2.k = t1.k AND t2.w <> t1.v)",
+    "not_exists_residual": "SELECT a.id FROM t1 a WHERE NOT EXISTS (SELECT 1 FROM t2 b WHERE b.k = a.k "
+                           "AND b.w > a.v AND b.id <> a.id)",
+    "in_residual": "SELECT id FROM t1 WHERE k IN (SELECT t3.k FROM t3 WHERE t3.v < t1.v)",
+    "exists_residual_join": "SELECT a.id, b.id AS bid FROM t1 a, t2 b WHERE a.k = b.k AND EXISTS "
+                            "(SELECT 1 FROM t1 c WHERE c.k = a.k AND c.id <> a.id) AND NOT EXISTS "
+                            "(SELECT 1 FROM t1 d WHERE d.k = a.k AND d.id <> a.id AND d.v > a.v + 5)",
 }
 test_subquery_predicate_views_match_duckdb = _workload_test(SUBQUERY_PREDICATES)

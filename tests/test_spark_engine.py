@@ -12,6 +12,7 @@ from test_differential import (
     SCHEMA,
     SETS_TOPN_NOPK,
     SQL_FUNCTIONS,
+    SUBQUERY_PREDICATES,
     WINDOWS,
     _values,
 )
@@ -49,6 +50,8 @@ VIEWS = {
                      "SELECT id, CASE WHEN s IN ('a', 'b') THEN CAST(k AS VARCHAR) END AS g FROM t1"),
     # SQL functions inlined (casts to the declared types, integer division) in Spark's words
     "fn_group": SQL_FUNCTIONS["fn_group"],
+    # a correlation other than an equality: over the domain of the outer values it reads
+    "not_exists_residual": SUBQUERY_PREDICATES["not_exists_residual"],
 }
 
 STEPS = [

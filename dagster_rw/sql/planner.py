@@ -605,7 +605,7 @@ class Planner:
             else:
                 out.append(c)
                 continue
-            right, outer_exprs = self.correlated_keys(sub, pairs, anti=negated, node=c)
+            right, outer_exprs = self.correlated_keys(sub, pairs, anti=negated, node=c, outer_query=q)
             q, alias = self.subquery_join(q, right, outer_exprs, out, late, left=negated)
             if negated:
                 out.append(exp.column("_rw_m", alias).is_(exp.null()))
@@ -676,11 +676,13 @@ class Planner:
         value = value.this if isinstance(value, exp.Alias) else value
         return sub, [(value, e.this)]
 
-    def split_correlation(self, sub: exp.Select, node) -> tuple[list, list]:
+    def split_correlation(self, sub: exp.Select, node, residuals: list | None = None) -> tuple[list, list]:
         """A subquery's WHERE conjuncts split into its own conditions (their columns resolve in its
         FROM, the nearer scope, as SQL resolves them) and its correlations: (inner, outer) pairs of
-        expressions it equates with the outer query's. Other references to the outer query are
-        refused."""
+        expressions it equates with the outer query's. With `residuals` (a list), other comparisons
+        (=, <>, <, <=, >, >=) between its own columns and the outer query's are put there, each
+        with the outer columns it reads: (condition, [outer columns]). Other references to the
+        outer query are refused."""
         if not sub.args.get("from_") or not sub.args.get("where"):
             return [], []
         probe = Planner(self.resolve_object, self.sql, self.obj, self.engine)
@@ -722,9 +724,16 @@ class Planner:
                 keys.append((c.this, c.expression))
             elif isinstance(c, exp.EQ) and local(c.expression) and outer(c.this):
                 keys.append((c.expression, c.this))
+            elif residuals is not None and isinstance(c, (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)) \
+                    and not _nested_queries(c) and not _find_aggs(c):
+                # a comparison reading both sides: NULL in an outer column makes it unknown, so it
+                # matches nothing (what correlated_keys' join on the outer values relies on)
+                theirs = [col for col in c.find_all(exp.Column) if not _resolves(probe, col, inner_scope)]
+                residuals.append((c, theirs))
             else:
                 raise self.refuse("a condition of a subquery that refers to the outer query other than as "
-                                  "an equality of its own expression with the outer query's", c)
+                                  "an equality of its own expression with the outer query's, or (in EXISTS "
+                                  "and IN) a comparison of them", c)
         for inner, _ in keys:
             if _find_aggs(inner):
                 raise self.refuse("an aggregate in a subquery's correlation", inner)
@@ -758,21 +767,88 @@ class Planner:
                 free.append(col)
         return free
 
-    def correlated_keys(self, sub: exp.Select, pairs: list, anti: bool, node) -> tuple[exp.Select, list]:
+    def correlated_keys(self, sub: exp.Select, pairs: list, anti: bool, node,
+                        outer_query: exp.Select) -> tuple[exp.Select, list]:
         """The subquery of an EXISTS as the distinct values of the expressions it equates with the
         outer query's (plus `pairs`: (inner, outer) already known), filtered by its own conditions;
-        and those outer expressions."""
+        and those outer expressions. Other comparisons with the outer query's columns are planned
+        over the domain of the outer values (correlated_over_domain)."""
         for key in ("group", "having", "limit", "offset", "with"):
             if sub.args.get(key):
                 raise self.refuse(f"{key.upper()} in an EXISTS subquery", sub.args[key])
         if not sub.args.get("from_"):
             raise self.refuse("an EXISTS subquery without FROM", node)
-        own, keys = self.split_correlation(sub, node)
+        residuals: list = []
+        own, keys = self.split_correlation(sub, node, residuals)
         keys = list(pairs) + keys
+        if not keys and residuals:
+            raise self.refuse("a subquery correlated by comparisons alone, without an equality with the outer "
+                              "query (its join would be a cross join)", node)
         if not keys:
             raise self.refuse("an uncorrelated EXISTS (no equality with the outer query)", node)
         marker = [exp.alias_(exp.Literal.number(1), "_rw_m")] if anti else []
+        if residuals:
+            return self.correlated_over_domain(sub, keys, residuals, own, marker, outer_query, node)
         return _keyed(sub, keys, marker, own).distinct(), [o for _, o in keys]
+
+    def correlated_over_domain(self, sub: exp.Select, keys: list, residuals: list, own: list, marker: list,
+                               q: exp.Select, node) -> tuple[exp.Select, list]:
+        """An EXISTS subquery correlated by comparisons other than equalities (`l2.k = l1.k AND
+        l2.s <> l1.s`): the outer values it reads, taken from the one outer FROM item they all come
+        from (every distinct value that item holds: its domain), each joined with the subquery's
+        rows by the correlation, and the distinct outer values that found a row. The outer query
+        then joins those values as it joins equality-correlated keys. The domain join is an
+        equi-join on the equalities, the comparisons its residual condition."""
+        outer_exprs: list = []
+        for e in [o for _, o in keys] + [col for _, cols in residuals for col in cols]:
+            if all(e.sql() != x.sql() for x in outer_exprs):
+                outer_exprs.append(e)
+        item = self.outer_item(q, [col for e in outer_exprs for col in e.find_all(exp.Column)], node)
+        domain_alias = "_rw_dom"
+        domain = exp.select(*[exp.alias_(e.copy(), f"_rw_o{i}") for i, e in enumerate(outer_exprs)]).from_(
+            item.copy()).distinct()
+        by_sql = {e.sql(): exp.column(f"_rw_o{i}", domain_alias) for i, e in enumerate(outer_exprs)}
+
+        def to_domain(e: exp.Expression) -> exp.Expression:
+            e = e.copy()
+            if e.sql() in by_sql:
+                return by_sql[e.sql()].copy()
+            return e.transform(lambda n: by_sql[n.sql()].copy() if isinstance(n, exp.Column) and n.sql() in by_sql else n)
+
+        conditions = [c.copy() for c in own]
+        conditions += [exp.EQ(this=inner.copy(), expression=to_domain(o)) for inner, o in keys]
+        conditions += [to_domain(c) for c, _ in residuals]
+        right = exp.select(*[exp.alias_(exp.column(f"_rw_o{i}", domain_alias), f"_rw_k{i}")
+                             for i in range(len(outer_exprs))], *marker)
+        right.set("from_", sub.args["from_"].copy())
+        right.set("joins", [j.copy() for j in sub.args.get("joins") or []] + [
+            exp.Join(this=_derived(domain, domain_alias))])
+        return right.where(exp.and_(*conditions)).distinct(), outer_exprs
+
+    def outer_item(self, q: exp.Select, cols: list, node) -> exp.Expression:
+        """The one FROM item of the outer query that brings every column of `cols` (by alias, or by
+        name when unqualified); refused when they come from several."""
+        items = [q.args["from_"].this] + [j.this for j in q.args.get("joins") or []]
+        probe = Planner(self.resolve_object, self.sql, self.obj, self.engine)
+        probe.ctes = dict(self.ctes)
+        found = set()
+        for col in cols:
+            owners = []
+            for i, item in enumerate(items):
+                if col.table:
+                    if item.alias_or_name == col.table:
+                        owners.append(i)
+                elif isinstance(item, (exp.Table, exp.Subquery)) and any(
+                        e.name == col.name for e in probe.plan_item(item)[1].entries):
+                    owners.append(i)
+            if len(owners) != 1:
+                raise self.refuse(f'the column "{col.sql(dialect="postgres")}" of a correlation other than an '
+                                  "equality (it must come from one table of the outer query's FROM)", col)
+            found.add(owners[0])
+        if len(found) != 1:
+            raise self.refuse("a subquery correlated other than by equalities with columns of more than one "
+                              "table of the outer query", node)
+        return items[found.pop()]
 
     def correlated_scalar(self, sub: exp.Select, node) -> tuple[exp.Select, list, bool] | None:
         """A scalar subquery correlated by equalities with the outer query, whose one column
