@@ -6,6 +6,7 @@ the views are compared with DuckDB running the same queries over the same rows.
 """
 from __future__ import annotations
 
+import decimal
 import json
 import random
 from pathlib import Path
@@ -186,9 +187,36 @@ def test_project_errors_name_file_and_object(tmp_path):
                                     "SELECT a, string_agg(a::text, ',') OVER () FROM t;")
     with pytest.raises(dagster_rw.ProgrammingError, match="a.sql"):
         _ = RwProject(tmp_path).objects
-    (tmp_path / "a.sql").write_text("CREATE FUNCTION f(a int) RETURNS int RETURN a + 1;")
-    with pytest.raises(dagster_rw.ProgrammingError, match="a.sql: CREATE FUNCTION is not supported in a SQL project"):
+    (tmp_path / "a.sql").write_text("CREATE FUNCTION f(a int) RETURNS int RETURN a + 1; "
+                                    "CREATE FUNCTION f(a int) RETURNS int RETURN a + 2;")
+    with pytest.raises(dagster_rw.ProgrammingError, match="a.sql: the function f is declared twice"):
         _ = RwProject(tmp_path).objects
+
+
+def test_project_sql_functions_are_created_before_the_objects_that_call_them(tmp_path):
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "functions.sql").write_text(
+        "CREATE FUNCTION vat(amount numeric(10,2)) RETURNS numeric(10,2) RETURN amount * 1.2;")
+    (folder / "model.sql").write_text(
+        "CREATE TABLE orders (id int PRIMARY KEY, amount numeric(10,2)); "
+        "CREATE MATERIALIZED VIEW gross AS SELECT id, vat(amount) AS total FROM orders;")
+    project = RwProject(folder)
+    assert list(project.objects) == ["orders", "gross"]  # the function is no asset
+    assert project.get("gross").deps == ["orders"]
+    assert [c.name for c in project.get("gross").columns] == ["id", "total"]
+    warehouse = str(tmp_path / "wh")
+    with dagster_rw.connect(warehouse) as conn:
+        assert deploy(conn, project) == ["orders", "gross"]
+        assert deploy(conn, project) == []  # in line already
+        conn.execute("INSERT INTO orders VALUES (1, 10.00)")
+        conn.execute("FLUSH")
+        assert conn.execute("SELECT * FROM gross").fetchall() == [(1, decimal.Decimal("12.00"))]
+    (folder / "functions.sql").write_text(
+        "CREATE FUNCTION vat(amount numeric(10,2)) RETURNS numeric(10,2) RETURN amount * 1.25;")
+    with dagster_rw.connect(warehouse) as conn:
+        with pytest.raises(dagster_rw.ProgrammingError, match="the function vat exists in the warehouse with another"):
+            deploy(conn, RwProject(folder))
 
 
 # -- sensor, runs, checks ------------------------------------------------------------------------

@@ -21,6 +21,17 @@ def deploy(conn, project: RwProject, names: list[str] | None = None) -> list[str
     wanted = project.upstream(names) if names is not None else list(project.objects)
     created = []
     catalog = conn.wh.catalog(reload=True)
+    for path, statement, written in project.functions():  # the SQL functions first: objects call them
+        function = statement.function
+        existing = catalog.functions.get(function.name)
+        if existing is None:
+            conn.execute(written)
+            catalog = conn.wh.catalog()
+        elif _normal(existing["sql"]) != _normal(function.sql):
+            raise ProgrammingError(
+                f"the function {function.name} exists in the warehouse with another definition than {path} "
+                f"declares; drop it (after what calls it) to declare it anew.\n  warehouse: {existing['sql']}\n"
+                f"  project:   {function.sql}")
     for name in wanted:
         obj = project.get(name)
         existing = catalog.get(name)

@@ -95,8 +95,8 @@ class RwProject:
     def sql_files(self) -> list[Path]:
         return sorted(p for p in self.project_dir.rglob("*.sql") if p.is_file())
 
-    def statements(self) -> list[Declared]:
-        """Every CREATE statement of the project, in file order."""
+    def declared(self) -> list[Declared]:
+        """Every CREATE statement of the project (objects and SQL functions), in file order."""
         out = []
         for path in self.sql_files():
             rel = str(path.relative_to(self.project_dir))
@@ -105,14 +105,27 @@ class RwProject:
                     statement = st.parse(text)
                 except ProgrammingError as e:
                     raise ProgrammingError(f"{rel}: {e}") from None
-                if isinstance(statement, st.CreateFunction):
-                    raise ProgrammingError(f"{rel}: CREATE FUNCTION is not supported in a SQL project yet "
-                                           "(the project plans its views without SQL functions)")
                 if not type(statement).__name__.startswith("Create"):
                     raise ProgrammingError(
                         f"{rel}: a SQL project declares objects only (CREATE ...); found: {text[:60]!r}")
                 out.append(Declared(rel, statement, text))
         return out
+
+    def statements(self) -> list[Declared]:
+        """The CREATE statements of the project's objects (its assets), in file order."""
+        return [d for d in self.declared() if not isinstance(d.statement, st.CreateFunction)]
+
+    def functions(self) -> list[Declared]:
+        """The project's SQL functions (CREATE FUNCTION), in file order: created before its objects,
+        which may call them; not assets themselves."""
+        found = [d for d in self.declared() if isinstance(d.statement, st.CreateFunction)]
+        seen: dict[str, str] = {}
+        for d in found:
+            name = d.statement.function.name
+            if name in seen:
+                raise ProgrammingError(f"{d.path}: the function {name} is declared twice (also in {seen[name]})")
+            seen[name] = d.path
+        return found
 
     def ordered_statements(self) -> list[Declared]:
         """Statements ordered so that every object comes after the objects it reads."""
@@ -184,6 +197,11 @@ class RwProject:
         objects: dict[str, RwObject] = {}
         try:
             with dbapi.connect(scratch, engine="duckdb") as conn:
+                for rel, _, written in self.functions():
+                    try:
+                        conn.execute(written)
+                    except ProgrammingError as e:
+                        raise ProgrammingError(f"{rel}: {e}") from None
                 for rel, statement, written in self.ordered_statements():
                     name = _object_name(statement)
                     try:
