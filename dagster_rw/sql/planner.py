@@ -332,9 +332,7 @@ class Planner:
 
     def output_names(self, query: exp.Expression) -> list[str]:
         """The output column names of a query (planned on the side, to learn them)."""
-        sub = Planner(self.resolve_object, self.sql, self.obj, self.engine)
-        sub.ctes = dict(self.ctes)
-        return list(sub.plan_query(query)[1])
+        return list(self.probe().plan_query(query)[1])
 
     def corresponding_as_select_lists(self, query: exp.Union) -> exp.Union:
         """`A UNION [ALL] CORRESPONDING [BY (c, ...)] B` as a union of the two sides' columns picked
@@ -567,9 +565,7 @@ class Planner:
                         c = c.copy()
                         c.set(side, value)
                         continue
-                    probe = Planner(self.resolve_object, self.sql, self.obj, self.engine)
-                    probe.ctes = dict(self.ctes)
-                    if not _at_most_one_row(probe.plan_query(sub.this)[0]):
+                    if not _at_most_one_row(self.probe().plan_query(sub.this)[0]):
                         raise self.refuse("a scalar subquery that may return more than one row (one that "
                                           "aggregates without GROUP BY, or has LIMIT 1, can be maintained)", sub)
                     if not found:
@@ -676,6 +672,21 @@ class Planner:
         value = value.this if isinstance(value, exp.Alias) else value
         return sub, [(value, e.this)]
 
+    def probe(self) -> Planner:
+        """A planner over the same catalog and CTEs, to plan a piece of the query on its own."""
+        probe = Planner(self.resolve_object, self.sql, self.obj, self.engine)
+        probe.ctes = dict(self.ctes)
+        return probe
+
+    def from_entries(self, sub: exp.Select) -> tuple[Planner, list]:
+        """A probe planner and the names the FROM items of `sub` bring (each item on its own: how
+        they join is the subquery's affair)."""
+        probe = self.probe()
+        entries = []
+        for item in [sub.args["from_"].this] + [j.this for j in sub.args.get("joins") or []]:
+            entries.extend(probe.plan_item(item)[1].entries)
+        return probe, entries
+
     def split_correlation(self, sub: exp.Select, node, residuals: list | None = None) -> tuple[list, list]:
         """A subquery's WHERE conjuncts split into its own conditions (their columns resolve in its
         FROM, the nearer scope, as SQL resolves them) and its correlations: (inner, outer) pairs of
@@ -685,12 +696,7 @@ class Planner:
         outer query are refused."""
         if not sub.args.get("from_") or not sub.args.get("where"):
             return [], []
-        probe = Planner(self.resolve_object, self.sql, self.obj, self.engine)
-        probe.ctes = dict(self.ctes)
-        # the names its FROM items bring (each item on its own: how they join is the subquery's affair)
-        entries = []
-        for item in [sub.args["from_"].this] + [j.this for j in sub.args.get("joins") or []]:
-            entries.extend(probe.plan_item(item)[1].entries)
+        probe, entries = self.from_entries(sub)
         inner_scope = Scope(entries)
         using = any(j.args.get("using") for j in sub.args.get("joins") or [])  # (USING merges its columns)
 
@@ -749,11 +755,7 @@ class Planner:
         nested = [c for n in _nested_queries(sub) for c in self.free_columns(n)]
         if not sub.args.get("from_"):
             return own_cols + nested
-        probe = Planner(self.resolve_object, self.sql, self.obj, self.engine)
-        probe.ctes = dict(self.ctes)
-        entries = []
-        for item in [sub.args["from_"].this] + [j.this for j in sub.args.get("joins") or []]:
-            entries.extend(probe.plan_item(item)[1].entries)
+        probe, entries = self.from_entries(sub)
         scope = Scope(entries)
         aliases = {e.alias for e in entries if getattr(e, "alias", None)}
         free = []
@@ -829,8 +831,7 @@ class Planner:
         """The one FROM item of the outer query that brings every column of `cols` (by alias, or by
         name when unqualified); refused when they come from several."""
         items = [q.args["from_"].this] + [j.this for j in q.args.get("joins") or []]
-        probe = Planner(self.resolve_object, self.sql, self.obj, self.engine)
-        probe.ctes = dict(self.ctes)
+        probe = self.probe()
         found = set()
         for col in cols:
             owners = []
@@ -989,8 +990,7 @@ class Planner:
             name = item.name
             alias = item.alias_or_name
             if name in self.ctes and not item.db:
-                sub = Planner(self.resolve_object, self.sql, self.obj, self.engine)
-                sub.ctes = dict(self.ctes)
+                sub = self.probe()
                 node, names = sub.plan_query(self.ctes[name])
                 self.inputs.extend(i for i in sub.inputs if i not in self.inputs)
                 self.window_maps.update(sub.window_maps)
@@ -1014,8 +1014,7 @@ class Planner:
             entries = [Entry(alias, n, i, group) for i, n in enumerate(names) if not obj.columns[i].hidden]
             return node, Scope(entries)
         if isinstance(item, exp.Subquery):
-            sub = Planner(self.resolve_object, self.sql, self.obj, self.engine)
-            sub.ctes = dict(self.ctes)
+            sub = self.probe()
             node, names = sub.plan_query(item.this)
             self.inputs.extend(i for i in sub.inputs if i not in self.inputs)
             self.window_maps.update(sub.window_maps)
