@@ -12,8 +12,9 @@ import random
 from pathlib import Path
 
 import dagster as dg
+import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as hst
 from oracle import Oracle, assert_same, to_duckdb
 
@@ -222,6 +223,8 @@ def test_project_sql_functions_are_created_before_the_objects_that_call_them(tmp
 # -- sensor, runs, checks ------------------------------------------------------------------------
 @settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
 @given(seed=hst.integers(0, 10_000))
+@example(seed=282)  # failed once in CI: customers tied at top_customers' LIMIT, the view and the batch
+# query took different ones (which one DuckDB's LIMIT takes among ties varies from run to run)
 def test_sensor_runs_match_duckdb(shop, shop_assets, tmp_path_factory, seed):
     warehouse = str(tmp_path_factory.mktemp("wh"))
     resource = RwResource(warehouse=warehouse, engine="duckdb")
@@ -327,6 +330,29 @@ def test_failing_checks_report_details(shop, shop_assets, tmp_path):
         with dagster_rw.connect(warehouse) as fresh:
             r = verify.batch_check(fresh, "item_revenue")
         assert r["compared"] and not r["passed"] and r["rows_missing_from_view"] == 1 == r["rows_extra_in_view"]
+
+
+def test_batch_check_accepts_other_rows_tied_at_a_limit_and_nothing_else(tmp_path, monkeypatch):
+    """A top-N view may hold other rows tied at its LIMIT than the batch query returns (both are
+    right): the check passes then, and still fails for a row that is not among the ties."""
+    from dagster_rw.runtime import verify
+
+    with dagster_rw.connect(str(tmp_path / "wh")) as conn:
+        conn.execute("CREATE TABLE spend (customer varchar PRIMARY KEY, spent int)")
+        conn.execute("INSERT INTO spend VALUES ('a', 30), ('b', 10), ('c', 10), ('d', 5)")
+        conn.execute("CREATE MATERIALIZED VIEW top2 AS SELECT customer, spent FROM spend ORDER BY spent DESC LIMIT 2")
+        assert verify.batch_check(conn, "top2")["passed"]
+        batch = {r[0] for r in conn.execute(
+            "SELECT customer FROM spend ORDER BY spent DESC LIMIT 2").fetchall()}  # 'a' and one of the ties
+        other = ({"b", "c"} - batch).pop()
+        snapshot = conn.wh.snapshot
+        for rows, passes in (([("a", 30), (other, 10)], True), ([("a", 30), ("d", 5)], False),
+                             ([("a", 30), ("b", 10), ("c", 10)], False)):
+            table = pa.table({"customer": [r[0] for r in rows], "spent": pa.array([r[1] for r in rows], pa.int32())})
+            monkeypatch.setattr(conn.wh, "snapshot", lambda name, t=table: t if name == "top2" else snapshot(name))
+            r = verify.batch_check(conn, "top2")
+            assert r["passed"] is passes, (rows, r)
+            assert ("note" in r) is passes
 
 
 def test_maintenance_job_compacts(shop, shop_assets, tmp_path):
