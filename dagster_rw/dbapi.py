@@ -407,9 +407,13 @@ class Cursor:
                 raise ProgrammingError(f'"{name}" is not a sink')
             self._columns(["Name", "Create Sql"], [(name, obj.sql)])
             return
+        if s.what == "FUNCTIONS":
+            self._columns(["Name", "Arguments", "Return Type", "Language"],
+                          [f.shown() for _, f in sorted(wh.functions().items())])
+            return
         if s.what not in kinds:
-            raise ProgrammingError(
-                f"SHOW {s.what} is not supported (SHOW TABLES, SHOW MATERIALIZED VIEWS, SHOW SOURCES, SHOW SINKS)")
+            raise ProgrammingError(f"SHOW {s.what} is not supported (SHOW TABLES, SHOW MATERIALIZED VIEWS, "
+                                   "SHOW SOURCES, SHOW SINKS, SHOW FUNCTIONS)")
         names = sorted(o.name for o in wh.catalog().objects.values()
                        if o.kind == kinds[s.what] and "internal_of" not in (o.options or {}))
         self._columns(["Name"], [(n,) for n in names])

@@ -126,6 +126,15 @@ def test_sql_functions_are_inlined_kept_in_the_catalog_and_guarded_while_called(
         conn.execute("CREATE MATERIALIZED VIEW m AS SELECT id, count_char(s, 'a') AS n FROM t")
         assert sorted(conn.execute("SELECT * FROM m").fetchall()) == [(1, 3), (2, None)]
         assert conn.execute("SELECT count_char('aXa', 'a') + 1").fetchall() == [(3,)]
+        conn.execute("CREATE FUNCTION mid(a numeric(10,2), b numeric(10,2)) RETURNS numeric(10,2) RETURN (a + b) / 2")
+        conn.execute("CREATE FUNCTION next_of(bigint) RETURNS bigint LANGUAGE SQL AS 'SELECT $1 + 1'")
+        assert conn.execute("SHOW FUNCTIONS").fetchall() == [
+            ("count_char", "s character varying, c character varying", "integer", "sql"),
+            ("mid", "a numeric(10,2), b numeric(10,2)", "numeric(10,2)", "sql"),
+            ("next_of", "bigint", "bigint", "sql")]
+        assert conn.execute("SELECT mid(1.00, 2.25), next_of(41)").fetchall() == [(decimal.Decimal("1.63"), 42)]
+        with pytest.raises(dagster_rw.ProgrammingError, match="unsupported type JSONB"):
+            conn.execute("CREATE FUNCTION j(a int) RETURNS jsonb RETURN a")
         with pytest.raises(dagster_rw.ProgrammingError, match="already exists"):
             conn.execute("CREATE FUNCTION count_char(s varchar) RETURNS int RETURN 1")
         with pytest.raises(dagster_rw.ProgrammingError, match="takes 2 arguments, not 1"):

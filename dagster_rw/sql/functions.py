@@ -15,6 +15,7 @@ import re
 import sqlglot
 from sqlglot import exp
 
+from .. import types as sqltypes
 from ..errors import IntegrityError, ProgrammingError, unsupported
 
 
@@ -28,6 +29,14 @@ class SqlFunction:
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
+
+    def shown(self) -> tuple[str, str, str, str]:
+        """SHOW FUNCTIONS' row: name, arguments, return type, language (PostgreSQL's type names)."""
+        def display(t: str) -> str:
+            return sqltypes.display_name(sqltypes.canonical(exp.DataType.build(t, dialect="postgres")))
+
+        args = ", ".join(f"{n} {display(t)}" if n else display(t) for n, t in self.params)
+        return self.name, args, display(self.returns), "sql"
 
     @classmethod
     def from_json(cls, d: dict) -> SqlFunction:
@@ -84,6 +93,8 @@ def parse_create_function(sql: str, tree: exp.Create, dialect) -> tuple[SqlFunct
     for param in expression.find_all(exp.Parameter):
         if not param.name.isdigit() or not 1 <= int(param.name) <= len(params):
             raise ProgrammingError(f"CREATE FUNCTION {name}: there is no parameter ${param.name}")
+    for t in [t for _, t in params] + [returns.this.sql(dialect="postgres")]:
+        sqltypes.canonical(exp.DataType.build(t, dialect="postgres"), name)  # a type tables can hold
     function = SqlFunction(name=name, params=params, returns=returns.this.sql(dialect="postgres"),
                            body=expression.sql(dialect=dialect), sql=sql)
     return function, bool(tree.args.get("replace"))
