@@ -62,9 +62,8 @@ def batch_check(conn, name: str, full_max_rows: int = 100_000, sample_keys: int 
     if ahead:
         return {"passed": True, "compared": False, "epoch": epoch,
                 "note": f"inputs at other epochs than the view's {epoch}: {ahead}; compared nothing"}
-    from ..sql.functions import inline
-
-    query = conn.batch_query(inline(st.view_query(obj.sql), wh.functions(), st.DIALECT))
+    defined = wh.inline_functions(st.view_query(obj.sql))  # the view's query, its SQL functions inlined
+    query = conn.batch_query(defined)
     rels = conn.snapshot_relations(query)
     engine = conn.engine
     visible = obj.visible_columns
@@ -94,12 +93,12 @@ def batch_check(conn, name: str, full_max_rows: int = 100_000, sample_keys: int 
         f"SELECT 'missing' AS rw_side, * FROM (({batch_sql}) EXCEPT ALL ({view_sql})) "
         f"UNION ALL SELECT 'extra' AS rw_side, * FROM (({view_sql}) EXCEPT ALL ({batch_sql}))", **rels2))
     passed, note = diff.num_rows == 0, None
-    tied = _with_ties(st.view_query(obj.sql)) if diff.num_rows and not sampled else None
+    tied = _with_ties(defined) if diff.num_rows and not sampled else None
     if tied is not None:
         # ORDER BY ... LIMIT n: rows tied with the n-th may be taken in any order, so a view that
         # took other tied rows than the batch query is right when it has as many rows, all among
         # the first n and their ties
-        tied = conn.batch_query(inline(tied, wh.functions(), st.DIALECT))
+        tied = conn.batch_query(tied)
         trels = conn.snapshot_relations(tied)
         rels2["rw_allowed"] = engine.to_arrow(engine.sql(conn.duckdb_sql(tied, trels), **trels)).rename_columns(names)
         outside = engine.to_arrow(engine.sql(

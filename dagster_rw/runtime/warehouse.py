@@ -136,6 +136,13 @@ class Warehouse:
 
         return {name: SqlFunction.from_json(f) for name, f in self.catalog().functions.items()}
 
+    def inline_functions(self, tree):
+        """A parsed query with the catalog's SQL functions inlined where it calls them."""
+        from ..sql.functions import inline
+        from ..sql.statements import DIALECT
+
+        return inline(tree, self.functions(), DIALECT)
+
     def create_function(self, function, replace: bool) -> None:
         cat = self.catalog(reload=True)
         if function.name in cat.functions:
@@ -163,11 +170,10 @@ class Warehouse:
     def plan(self, obj: CatalogObject):
         key = (obj.name, obj.created_epoch)
         if key not in self._plans:
-            from ..sql.functions import inline
-            from ..sql.statements import DIALECT, view_emits_on_window_close, view_query
+            from ..sql.statements import view_emits_on_window_close, view_query
 
             planner = Planner(self.catalog().get, obj.sql, obj.name, self.engine)
-            query = inline(view_query(obj.sql), self.functions(), DIALECT)
+            query = self.inline_functions(view_query(obj.sql))
             self._plans[key] = planner.plan(query, view_emits_on_window_close(obj.sql))
         return self._plans[key]
 

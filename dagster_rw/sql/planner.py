@@ -748,9 +748,10 @@ class Planner:
     def free_columns(self, sub: exp.Expression) -> list[exp.Column]:
         """The columns of a subquery (and of those nested in it) that its own FROM does not bring:
         its references to the queries around it."""
+        if isinstance(sub, exp.Subquery):
+            return self.free_columns(sub.this)
         if not isinstance(sub, exp.Select):  # a UNION: the free columns of each side
-            return [c for n in _nested_queries(sub) for c in self.free_columns(n)] if not isinstance(
-                sub, exp.Subquery) else self.free_columns(sub.this)
+            return [c for n in _nested_queries(sub) for c in self.free_columns(n)]
         own_cols = _own_columns(sub)
         nested = [c for n in _nested_queries(sub) for c in self.free_columns(n)]
         if not sub.args.get("from_"):
@@ -832,16 +833,18 @@ class Planner:
         name when unqualified); refused when they come from several."""
         items = [q.args["from_"].this] + [j.this for j in q.args.get("joins") or []]
         probe = self.probe()
+        names: dict[int, set] = {}  # the column names each item brings, planned once when needed
+
+        def brings(i: int, name: str) -> bool:
+            if i not in names:
+                names[i] = {e.name for e in probe.plan_item(items[i])[1].entries} \
+                    if isinstance(items[i], (exp.Table, exp.Subquery)) else set()
+            return name in names[i]
+
         found = set()
         for col in cols:
-            owners = []
-            for i, item in enumerate(items):
-                if col.table:
-                    if item.alias_or_name == col.table:
-                        owners.append(i)
-                elif isinstance(item, (exp.Table, exp.Subquery)) and any(
-                        e.name == col.name for e in probe.plan_item(item)[1].entries):
-                    owners.append(i)
+            owners = [i for i, item in enumerate(items)
+                      if (item.alias_or_name == col.table if col.table else brings(i, col.name))]
             if len(owners) != 1:
                 raise self.refuse(f'the column "{col.sql(dialect="postgres")}" of a correlation other than an '
                                   "equality (it must come from one table of the outer query's FROM)", col)
