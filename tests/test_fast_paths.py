@@ -192,11 +192,32 @@ def test_sparse_index_search_on_a_large_file():
         assert (sst_cache._search(haystack, needles, side) == np.searchsorted(haystack, needles, side=side)).all()
 
 
+@pytest.fixture(params=["numpy", "polars"])
+def sorter(request, monkeypatch):
+    """Large sorts by numpy's sort or by Polars' (sst_cache.sort_values picks the faster per
+    machine): every array counts as large here, so both are checked on the same cases."""
+    polars = pytest.importorskip("polars") if request.param == "polars" else None
+    monkeypatch.setattr(sst_cache, "_FAST_SORT_MIN_VALUES", 0)
+    monkeypatch.setattr(sst_cache, "_sort_choice", (polars,))
+    return request.param
+
+
+def test_sort_values_sorts_without_touching_its_input(sorter):
+    rng = np.random.default_rng(3)
+    for values in (rng.integers(-(1 << 62), 1 << 62, 20_000), rng.integers(0, 1 << 63, 20_000, dtype=np.uint64),
+                   rng.integers(-50, 50, 5_000).astype(np.int32), np.zeros(0, np.int64)):
+        before = values.copy()
+        assert sst_cache.sort_values(values).tolist() == sorted(before.tolist())
+        assert (values == before).all()
+    frozen = pa.array(np.arange(100, 0, -1)).to_numpy()  # a read-only view of Arrow's buffer
+    assert sst_cache.sort_values(frozen).tolist() == list(range(1, 101))
+
+
 @SETTINGS
 @given(values=st.lists(st.integers(-(1 << 63), (1 << 63) - 1), max_size=300),
        dtype=st.sampled_from([np.int64, np.int32, np.int16, np.uint64]), shift=st.integers(0, 62),
        runs=st.integers(1, 4))
-def test_sorted_order_is_numpys_stable_argsort(values, dtype, shift, runs):
+def test_sorted_order_is_numpys_stable_argsort(sorter, values, dtype, shift, runs):
     """sorted_order is numpy's stable argsort, whether the codes pack beside their row numbers
     (narrow ranges) or not (full-width ones, with and without equal codes), and over sorted runs;
     hash_order puts equal hashes side by side."""
@@ -222,7 +243,7 @@ def test_sorted_order_is_numpys_stable_argsort(values, dtype, shift, runs):
 @given(pairs=st.lists(st.tuples(st.integers(-(1 << 31), (1 << 31) - 1), st.integers(-(1 << 31), (1 << 31) - 1)),
                       max_size=200),
        shifts=st.tuples(st.sampled_from([0, 16, 20, 24, 31]), st.sampled_from([0, 16, 20, 24, 31])))
-def test_two_column_codes_sort_like_the_columns(pairs, shifts):
+def test_two_column_codes_sort_like_the_columns(sorter, pairs, shifts):
     """Two small-integer key columns' codes sort the rows as the columns themselves do, in a
     stable order."""
     table = pa.table({"a": pa.array([a >> shifts[0] for a, _ in pairs], pa.int32()),

@@ -547,7 +547,7 @@ def _check_unique_key(engine, obj: CatalogObject, delta, key: list[str]) -> None
     if codes is not None:  # distinct hashes are distinct keys (equal ones: the exact check below)
         w = delta.column(W).to_numpy()
         if not len(w) or np.abs(w).max() <= 1:
-            ordered = np.sort(codes[w > 0]), np.sort(codes[w < 0])
+            ordered = sst_cache.sort_values(codes[w > 0]), sst_cache.sort_values(codes[w < 0])
             if all(not (o[1:] == o[:-1]).any() for o in ordered):
                 return
     if isinstance(delta, pa.Table):
