@@ -330,6 +330,21 @@ SQL_FUNCTIONS = {
 test_sql_function_views_match_duckdb = _workload_test(SQL_FUNCTIONS, setup=FUNCTIONS_SETUP)
 
 
+# set-returning functions in the select list (ProjectSet): each row becomes one row per element of
+# an array or per value of an integer series; NULL arrays, NULL bounds and empty ranges give no rows.
+# (sqlglot writes generate_series in a select list as DuckDB's UNNEST(GENERATE_SERIES(...)))
+SET_RETURNING = {
+    "srf_unnest": "SELECT id, unnest(ARRAY[k, v, k + v]) AS u, s FROM t1 WHERE id % 2 = 0 OR v > 3",
+    "srf_series": "SELECT k, generate_series(k, v) AS g FROM t1",
+    "srf_series_down": "SELECT generate_series(v, k - 1, -2) AS g, v FROM t3",
+    # above: a GROUP BY over the expanded rows, and DISTINCT
+    "srf_grouped": "SELECT g, count(*) AS n, sum(w) AS sw FROM (SELECT w, generate_series(0, k) AS g FROM t2) x "
+                   "GROUP BY g",
+    "srf_distinct": "SELECT DISTINCT unnest(ARRAY[k, w]) AS x FROM t2",
+}
+test_set_returning_views_match_duckdb = _workload_test(SET_RETURNING)
+
+
 def test_view_lagging_several_epochs_catches_up_in_one_refresh(warehouse):
     conn = dagster_rw.connect(warehouse)
     oracle = Oracle()

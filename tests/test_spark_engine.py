@@ -10,6 +10,7 @@ from test_differential import (
     LINEAR_AND_AGGREGATES,
     ORDERED_AGGREGATES,
     SCHEMA,
+    SET_RETURNING,
     SETS_TOPN_NOPK,
     SQL_FUNCTIONS,
     SUBQUERY_PREDICATES,
@@ -52,6 +53,9 @@ VIEWS = {
     "fn_group": SQL_FUNCTIONS["fn_group"],
     # a correlation other than an equality: over the domain of the outer values it reads
     "not_exists_residual": SUBQUERY_PREDICATES["not_exists_residual"],
+    # set-returning functions: POSEXPLODE of an array and of a guarded SEQUENCE on Spark
+    "srf_unnest": SET_RETURNING["srf_unnest"],
+    "srf_series": SET_RETURNING["srf_series"],
 }
 
 STEPS = [

@@ -8,6 +8,7 @@ from ..operators.lookup_join import LookupJoinOp
 from ..operators.map import MapOp
 from ..operators.outer_join import OuterJoinOp
 from ..operators.over_window import OverWindowOp
+from ..operators.project_set import ProjectSetOp
 from ..operators.scan import ScanOp
 from ..operators.top_n import TopNOp
 from ..operators.union import UnionAllOp
@@ -22,6 +23,7 @@ from ..sql.plan import (
     Map,
     Node,
     OverWindow,
+    ProjectSet,
     Scan,
     TopN,
     UnionAll,
@@ -38,6 +40,8 @@ def operator_for(node: Node, ctx):
         return ValuesOp(node, ctx)
     if isinstance(node, Map):
         return MapOp(node, ctx)
+    if isinstance(node, ProjectSet):
+        return ProjectSetOp(node, ctx)
     if isinstance(node, LookupJoin):
         return LookupJoinOp(node, ctx)
     if isinstance(node, DynamicFilter):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from .plan import ORDERED_AGGS, Aggregate, agg_text, DynamicFilter, Join, LookupJoin, Map, Node, OverWindow, Scan, TopN, UnionAll, Values, WindowCloseAggregate, WindowCloseFilter, cname
+from .plan import ORDERED_AGGS, Aggregate, agg_text, DynamicFilter, Join, LookupJoin, Map, Node, OverWindow, ProjectSet, Scan, TopN, UnionAll, Values, WindowCloseAggregate, WindowCloseFilter, cname
 
 
 def _named(e: exp.Expression, columns) -> str:
@@ -39,6 +39,13 @@ def _describe(node: Node) -> tuple[str, str]:
         exprs = ", ".join(_named(e, node.child.columns) for e in node.exprs)
         cond = f", where: {_named(node.where, node.child.columns)}" if node.where is not None else ""
         return f"{what} {{ exprs: [{exprs}]{cond} }}", "none"
+    if isinstance(node, ProjectSet):
+        args = [_named(node.child.exprs[i], node.child.child.columns) for i in (node.position, node.width)]
+        if node.kind == "unnest":
+            call = f"unnest({args[0]})"
+        else:
+            call = f"generate_series({args[0]}, {args[1]}{f', {node.step}' if node.step != 1 else ''})"
+        return f"StreamProjectSet {{ {node.columns[node.position].name}: {call} }}", "none"
     if isinstance(node, LookupJoin):
         lk = _names(node.left, node.left_keys)
         rk = _names(node.right, node.right_keys)

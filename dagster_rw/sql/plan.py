@@ -71,6 +71,34 @@ class Map(Node):
 
 
 @dataclass(eq=False)
+class ProjectSet(Node):
+    """A select list with one set-returning function: each input row becomes one row per element
+    of `unnest(array)`, or per value of `generate_series(start, stop[, step])` (PostgreSQL's and
+    RisingWave's ProjectSet). Stateless: a row's change is the change of all its rows.
+
+    The child (a Map) computes the select list, with the function's array (or start) at
+    `position`, then the series' stop (`kind` "series") and the input's stream key columns the
+    select list does not pass through. The output is the select list with the element at
+    `position`, those key columns, and the element's ordinal (0-based, hidden): the stream key is
+    the input's key columns and the ordinal."""
+
+    child: Node | None = None
+    kind: str = "unnest"  # or "series"
+    position: int = 0
+    width: int = 0  # visible output columns (the select list)
+    step: int = 1  # generate_series' step (a nonzero constant)
+
+    @property
+    def children(self):
+        return [self.child]
+
+    @property
+    def extra(self) -> int:
+        """Child columns between the select list and the key columns (the series' stop)."""
+        return 1 if self.kind == "series" else 0
+
+
+@dataclass(eq=False)
 class Join(Node):
     """An equi-join (inner, left, right or full), with an optional residual condition."""
 

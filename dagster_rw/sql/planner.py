@@ -27,6 +27,7 @@ from .plan import (
     Node,
     OrderKey,
     OverWindow,
+    ProjectSet,
     Scan,
     TopN,
     UnionAll,
@@ -276,6 +277,8 @@ class Planner:
         if isinstance(node, Join):
             n = len(node.left.columns)
             return self.watermark_source(node.left, col) if col < n else self.watermark_source(node.right, col - n)
+        if isinstance(node, ProjectSet):  # the select list's other columns pass through
+            return self.watermark_source(node.child, col) if col < node.width and col != node.position else None
         return None
 
     def plan_query(self, query: exp.Expression) -> tuple[Node, list[str]]:
@@ -478,7 +481,13 @@ class Planner:
                 node = self.distinct(node, len(names), names)
             return self.order_limit(node, names, q, select_items)
         has_aggs = any(_find_aggs(e) for e, _ in select_items) or q.args.get("group") or q.args.get("having")
-        if has_aggs:
+        srf = next((f for e, _ in select_items for f in e.find_all(*_SET_RETURNING)), None)
+        if srf is not None and has_aggs:
+            raise self.refuse(f"the set-returning function {srf.sql(dialect='postgres')} together with GROUP BY "
+                              "or aggregates in the same SELECT (a subquery can aggregate its rows)", srf)
+        if srf is not None:
+            node, names = self.plan_project_set(q, node, scope, select_items)
+        elif has_aggs:
             node, names = self.plan_aggregate(q, node, scope, select_items)
         else:
             exprs = [self.bind(e, scope) for e, _ in select_items]
@@ -488,6 +497,74 @@ class Planner:
         if q.args.get("distinct"):
             node = self.distinct(node, len(names), names)
         return self.order_limit(node, names, q, select_items)
+
+    def plan_project_set(self, q: exp.Select, node: Node, scope: Scope, select_items) -> tuple[Node, list[str]]:
+        """A select list with one set-returning function as a whole item: `unnest(array)` or
+        `generate_series(start, stop[, step])` over integers with a constant step (ProjectSet)."""
+        calls = [(i, e) for i, (e, _) in enumerate(select_items) if any(e.find_all(*_SET_RETURNING))]
+        for _, e in calls:
+            inner = next(e.find_all(*_SET_RETURNING))
+            if inner is not e or any(next(a.find_all(*_SET_RETURNING), None) for a in e.iter_expressions()):
+                raise self.refuse(f"the set-returning function {inner.sql(dialect='postgres')} inside an expression "
+                                  "(it can be a whole select item)", inner)
+        if len(calls) > 1:
+            raise self.refuse("more than one set-returning function in a select list", calls[1][1])
+        pos, call = calls[0]
+        if self.order_exprs_over_input(q, scope, select_items):
+            raise self.refuse("ORDER BY an expression that is not in the select list, beside a set-returning "
+                              "function", q.args["order"])
+        exprs = [self.bind(e, scope) if i != pos else None for i, (e, _) in enumerate(select_items)]
+        names = [n for _, n in select_items]
+        step = 1
+        if isinstance(call, exp.GenerateSeries):
+            kind = "series"
+            if call.args.get("step") is not None:
+                raw = call.args["step"]
+                negative = isinstance(raw, exp.Neg)
+                literal = raw.this if negative else raw
+                if not (isinstance(literal, exp.Literal) and not literal.is_string and literal.name.isdigit()):
+                    raise self.refuse("a step of generate_series that is not an integer constant", raw)
+                step = -int(literal.name) if negative else int(literal.name)
+                if step == 0:
+                    raise ProgrammingError(f"step size cannot equal zero (generate_series in {self.obj!r})"
+                                           f"{self.where(call)}")
+            exprs[pos] = self.bind(call.args["start"], scope)
+            extra = [self.bind(call.args["end"], scope)]
+        else:
+            kind = "unnest"
+            args = [call.this] + list(call.expressions) if isinstance(call, exp.Explode) else list(call.expressions)
+            if len(args) != 1:
+                raise self.refuse("unnest with more than one argument", call)
+            exprs[pos] = self.bind(args[0], scope)
+            extra = []
+        # the input's stream key, from the select list where it passes a key column through, else carried
+        key_at, carried = [], []
+        for k in node.stream_key:
+            at = next((i for i, e in enumerate(exprs) if i != pos and isinstance(e, exp.Column)
+                       and e.name == cname(k) and not e.table), None)
+            if at is None:
+                at = len(exprs) + len(carried)
+                carried.append(k)
+            key_at.append(at)
+        keys = [exp.column(cname(k)) for k in carried]
+        hidden = [False] * len(exprs) + [True] * (len(extra) + len(keys))
+        inner_names = names + [f"_rw_stop{i}" for i in range(len(extra))] + [node.columns[k].name for k in carried]
+        child = self.map(node, exprs + extra + keys, None, inner_names, hidden)
+        types = [c.type for c in child.columns]
+        if kind == "unnest":
+            if not types[pos].endswith("[]"):
+                raise self.refuse(f"unnest of a {types[pos]} (not an array)", call)
+            value_type = types[pos][:-2]
+        else:
+            ints = ("smallint", "integer", "bigint")
+            if types[pos] not in ints or types[len(exprs)] not in ints:
+                raise self.refuse(f"generate_series over {types[pos]} and {types[len(exprs)]} (integers only)", call)
+            value_type = "bigint" if "bigint" in (types[pos], types[len(exprs)]) else "integer"
+        n, width = len(exprs), len(exprs) + len(extra)
+        columns = [Col(c.name, value_type if i == pos else c.type) for i, c in enumerate(child.columns[:n])]
+        columns += [Col(c.name, c.type, True) for c in child.columns[width:]] + [Col("_rw_ordinal", "bigint", True)]
+        return ProjectSet(columns=columns, stream_key=key_at + [len(columns) - 1], child=child, kind=kind,
+                          position=pos, width=n, step=step), names
 
     def having_subqueries_as_where(self, q: exp.Select) -> exp.Select:
         """HAVING with a subquery (`HAVING sum(x) > (SELECT ... )`, TPC-H q11) as the grouped query
@@ -1188,7 +1265,7 @@ class Planner:
             return self.append_only(node.left)
         if isinstance(node, (WindowCloseAggregate, WindowCloseFilter)):  # emits once, never retracts
             return True
-        if isinstance(node, (Map, UnionAll)):
+        if isinstance(node, (Map, UnionAll, ProjectSet)):
             return all(self.append_only(c) for c in node.children)
         return False
 
@@ -1703,6 +1780,10 @@ class Planner:
         return top, names
 
 
+# the set-returning functions a select list may hold (sqlglot parses PostgreSQL's unnest as Explode)
+_SET_RETURNING = (exp.Unnest, exp.Explode, exp.GenerateSeries)
+
+
 class _AliasOnly(Entry):
     """A column reachable only when qualified by its table alias (the right side of USING)."""
 
@@ -1952,6 +2033,10 @@ def _output_name(item: exp.Expression) -> str:
         return item.this.name
     if type(item) in AGG_FUNCS:
         return AGG_FUNCS[type(item)]
+    if isinstance(item, (exp.Explode, exp.Unnest)):  # PostgreSQL's names for the set-returning functions
+        return "unnest"
+    if isinstance(item, exp.GenerateSeries):
+        return "generate_series"
     if isinstance(item, exp.Anonymous):
         return item.name.lower()
     if isinstance(item, exp.Func) and not isinstance(item, exp.Case):

@@ -1,0 +1,90 @@
+"""ProjectSet: each row becomes one row per element of an array (unnest) or per value of an
+integer series (generate_series). Stateless and linear: a row's change is the change of its rows.
+
+In-process the rows are expanded with Arrow and numpy (a repeat of each row, the elements beside
+it); on Spark by POSEXPLODE in the select list, whose position is the element's ordinal."""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .. import types as sqltypes
+from ..engine.duck import quote
+from ..sql.plan import cname
+from .base import Operator, W
+
+
+class ProjectSetOp(Operator):
+    def apply(self, inputs):
+        (d,) = inputs
+        if isinstance(d, pa.Table):
+            return self._in_arrow(d)
+        return self._in_sql(d)
+
+    def _layout(self):
+        node = self.node
+        n, width = node.width, node.width + node.extra
+        keys = list(range(width, len(node.child.columns)))
+        return n, width, keys
+
+    def _in_arrow(self, d: pa.Table) -> pa.Table:
+        node = self.node
+        n, width, keys = self._layout()
+        pos = node.position
+        if node.kind == "unnest":
+            arrays = d.column(cname(pos)).combine_chunks()
+            if isinstance(arrays, pa.ChunkedArray):
+                arrays = arrays.chunk(0) if arrays.num_chunks else pa.array([], arrays.type)
+            counts = pc.fill_null(pc.list_value_length(arrays), 0).to_numpy().astype(np.int64)
+            values = pc.list_flatten(arrays)  # NULL lists and empty lists give no elements
+        else:
+            start = d.column(cname(pos)).cast(pa.int64())
+            stop = d.column(cname(width - 1)).cast(pa.int64())
+            valid = np.asarray(pc.and_(pc.is_valid(start), pc.is_valid(stop)))
+            lo = pc.fill_null(start, 0).to_numpy().astype(np.int64)
+            hi = pc.fill_null(stop, 0).to_numpy().astype(np.int64)
+            step = node.step
+            span = (hi - lo) if step > 0 else (lo - hi)
+            counts = np.where(valid & (span >= 0), span // abs(step) + 1, 0).astype(np.int64)
+            values = None
+        rows = np.repeat(np.arange(d.num_rows, dtype=np.int64), counts)
+        firsts = np.cumsum(counts) - counts
+        ordinal = np.arange(len(rows), dtype=np.int64) - np.repeat(firsts, counts)
+        if values is None:
+            values = pa.array(lo[rows] + ordinal * node.step)
+        out_type = sqltypes.arrow_type(node.columns[pos].type)
+        taken = d.take(pa.array(rows))
+        columns, names = [], []
+        for i in range(n):
+            columns.append(values.cast(out_type) if i == pos else taken.column(cname(i)))
+            names.append(cname(i))
+        for j, k in enumerate(keys):
+            columns.append(taken.column(cname(k)))
+            names.append(cname(n + j))
+        columns += [pa.array(ordinal), taken.column(W)]
+        names += [cname(n + len(keys)), W]
+        return pa.Table.from_arrays(columns, names=names)
+
+    def _in_sql(self, d):
+        """On Spark: POSEXPLODE in the select list (written in DuckDB's dialect, translated)."""
+        node = self.node
+        n, width, keys = self._layout()
+        pos = node.position
+        out_type = sqltypes.duckdb_type(node.columns[pos].type)
+        if node.kind == "unnest":
+            array = quote(cname(pos))
+        else:
+            lo = f"CAST({quote(cname(pos))} AS BIGINT)"
+            hi = f"CAST({quote(cname(width - 1))} AS BIGINT)"
+            nonempty = f"{lo} <= {hi}" if node.step > 0 else f"{lo} >= {hi}"
+            array = (f"CASE WHEN {nonempty} THEN CAST(generate_series({lo}, {hi}, {node.step}) AS BIGINT[]) "
+                     f"ELSE CAST([] AS BIGINT[]) END")
+        carried = [i for i in range(n) if i != pos] + keys
+        inner = ", ".join(quote(cname(i)) for i in carried)
+        outer = [f"CAST(rw_x.col AS {out_type}) AS {quote(cname(i))}" if i == pos else f"rw_x.{quote(cname(i))}"
+                 for i in range(n)]
+        outer += [f"rw_x.{quote(cname(k))} AS {quote(cname(n + j))}" for j, k in enumerate(keys)]
+        outer += [f"CAST(rw_x.pos AS BIGINT) AS {quote(cname(n + len(keys)))}", f"rw_x.{W}"]
+        return self.sql(f"SELECT {', '.join(outer)} FROM (SELECT {inner + ', ' if inner else ''}{W}, "
+                        f"POSEXPLODE({array}) FROM d) rw_x", d=d)
