@@ -10,7 +10,6 @@ from test_differential import (
     LINEAR_AND_AGGREGATES,
     ORDERED_AGGREGATES,
     SCHEMA,
-    SET_RETURNING,
     SETS_TOPN_NOPK,
     SQL_FUNCTIONS,
     SUBQUERY_PREDICATES,
@@ -53,9 +52,10 @@ VIEWS = {
     "fn_group": SQL_FUNCTIONS["fn_group"],
     # a correlation other than an equality: over the domain of the outer values it reads
     "not_exists_residual": SUBQUERY_PREDICATES["not_exists_residual"],
-    # set-returning functions: POSEXPLODE of an array and of a guarded SEQUENCE on Spark
-    "srf_unnest": SET_RETURNING["srf_unnest"],
-    "srf_series": SET_RETURNING["srf_series"],
+    # set-returning functions, one over the other's rows: POSEXPLODE of an array and of a guarded
+    # SEQUENCE on Spark (NULL and negative stops give no rows)
+    "srf_nested": "SELECT u, generate_series(0, u, 2) AS g FROM "
+                  "(SELECT unnest(ARRAY[k, v, k + v]) AS u FROM t1 WHERE v > 0) x",
 }
 
 STEPS = [
