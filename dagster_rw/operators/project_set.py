@@ -34,8 +34,6 @@ class ProjectSetOp(Operator):
         pos = node.position
         if node.kind == "unnest":
             arrays = d.column(cname(pos)).combine_chunks()
-            if isinstance(arrays, pa.ChunkedArray):
-                arrays = arrays.chunk(0) if arrays.num_chunks else pa.array([], arrays.type)
             counts = pc.fill_null(pc.list_value_length(arrays), 0).to_numpy().astype(np.int64)
             values = pc.list_flatten(arrays)  # NULL lists and empty lists give no elements
         else:

@@ -40,7 +40,8 @@ def _describe(node: Node) -> tuple[str, str]:
         cond = f", where: {_named(node.where, node.child.columns)}" if node.where is not None else ""
         return f"{what} {{ exprs: [{exprs}]{cond} }}", "none"
     if isinstance(node, ProjectSet):
-        args = [_named(node.child.exprs[i], node.child.child.columns) for i in (node.position, node.width)]
+        args = [_named(node.child.exprs[i], node.child.child.columns)
+                for i in [node.position] + list(range(node.width, node.width + node.extra))]
         if node.kind == "unnest":
             call = f"unnest({args[0]})"
         else:
