@@ -169,3 +169,12 @@ def test_dates_and_timestamps_keep_their_values(tmp_path):
     assert plain_parquet.write(table, path, ["d", "t"])
     assert pq.read_table(path).equals(table)
     assert _duck(path).column("t").to_pylist() == table.column("t").to_pylist()
+
+
+@pytest.mark.parametrize("t", TYPES)
+def test_a_column_of_nulls_only_reads_back(tmp_path, t):
+    path = str(tmp_path / "n.parquet")
+    table = pa.table({"k": pa.array([1, 2, 3]), "x": pa.array([None, None, None], t)})
+    assert plain_parquet.write(table, path, ["k", "x"])
+    assert pq.read_table(path).equals(table)
+    assert _duck(path).column("x").to_pylist() == [None, None, None]

@@ -543,7 +543,9 @@ def write_parquet(table: pa.Table, path: str, keys: list[str] | tuple = ()) -> N
 
 
 _COMPACT_MIN_ROWS = 1 << 20
-PLAIN_WRITER = True  # small files by plain_parquet where it handles the column types
+# small files by plain_parquet where it handles the column types; DAGSTER_RW_PLAIN_PARQUET=0 leaves
+# every file to pyarrow (for a reader that refuses ours, and for measuring the two side by side)
+PLAIN_WRITER = os.environ.get("DAGSTER_RW_PLAIN_PARQUET", "1") != "0"
 
 
 def _few_values(table: pa.Table, skip: str | None) -> list[str]:
