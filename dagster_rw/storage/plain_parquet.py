@@ -21,7 +21,6 @@ import base64
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 # Parquet's enums (parquet.thrift)
 _BOOLEAN, _INT32, _INT64, _FLOAT, _DOUBLE = 0, 1, 2, 4, 5

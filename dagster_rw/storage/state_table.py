@@ -522,11 +522,11 @@ def write_parquet(table: pa.Table, path: str, keys: list[str] | tuple = ()) -> N
               for i, f in enumerate(table.schema)]
     if fields != list(table.schema):
         table = pa.Table.from_arrays(table.columns, schema=pa.schema(fields, table.schema.metadata))
-    strings = [f.name for f in table.schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
-               or pa.types.is_binary(f.type) or pa.types.is_dictionary(f.type)]
     if table.num_rows < _COMPACT_MIN_ROWS and PLAIN_WRITER and plain_parquet.write(
             table, path, [k for k in keys if k in table.schema.names]):
         return
+    strings = [f.name for f in table.schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
+               or pa.types.is_binary(f.type) or pa.types.is_dictionary(f.type)]
     if table.num_rows < _COMPACT_MIN_ROWS:
         # a step file's `_epoch` holds one value (a merge's, a few): as a dictionary it takes no space
         # the first sort key, in order, delta-encodes to a few bits a row (~1.5 ms of fsync less at 50M rows)
