@@ -1,5 +1,4 @@
 """dagster-rw: incremental, streaming materialized views on Dagster + Spark + S3, with RisingWave semantics."""
-from .dbapi import Connection, Cursor, apilevel, connect, paramstyle, threadsafety
 from .errors import (
     DatabaseError,
     DataError,
@@ -30,3 +29,15 @@ __all__ = [
     "threadsafety",
 ]
 __version__ = "0.1.0"
+
+_DBAPI = {"Connection", "Cursor", "apilevel", "connect", "paramstyle", "threadsafety"}
+
+
+def __getattr__(name: str):
+    """The DB-API is imported when first used: Spark executors import the storage modules they run
+    (`dagster_rw.storage.executor_io`) with nothing but pyarrow, and never load the SQL front end."""
+    if name in _DBAPI:
+        from . import dbapi
+
+        return getattr(dbapi, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

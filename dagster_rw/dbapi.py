@@ -35,9 +35,13 @@ def connect(warehouse: str | None = None, spark=None, **options) -> Connection:
     `spark` is None (an embedded local session, started when first needed), a SparkSession, or a
     Spark Connect URL `sc://host:port` (or a function returning a session, called when first needed).
     Options: `s3_endpoint_url`, `aws_access_key_id`, `aws_secret_access_key`, `aws_region`, `engine`
-    ('auto', 'duckdb' or 'spark'), `compact_max_files`, `background_compaction`, `gc_grace_seconds`.
+    ('auto', 'duckdb' or 'spark'), `compact_max_files`, `background_compaction`, `gc_grace_seconds`,
+    `spark_warehouse_url` (the warehouse as the Spark cluster's file system reads it, such as
+    `s3a://bucket/prefix`; without it Spark tasks read an S3 warehouse with pyarrow, and a local
+    one at its own path, which on a cluster must be a shared folder), `spark_file_bytes` (the size
+    a Spark step aims at per output file).
     """
-    store = open_store(warehouse, options.pop("s3_endpoint_url", None),
+    store = open_store(warehouse, options.pop("s3_endpoint_url", None), spark_url=options.pop("spark_warehouse_url", None),
                        aws_access_key_id=options.pop("aws_access_key_id", None),
                        aws_secret_access_key=options.pop("aws_secret_access_key", None),
                        region_name=options.pop("aws_region", None))
@@ -57,7 +61,7 @@ class Connection:
         from .engine.spark import SparkEngine, session_for
 
         self.spark = session_for(self.spark)
-        return SparkEngine(self.spark)
+        return SparkEngine(self.spark, file_bytes=self.wh.options["spark_file_bytes"])
 
     # -- PEP 249 -------------------------------------------------------------------------------
     def cursor(self) -> Cursor:

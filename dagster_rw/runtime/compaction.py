@@ -33,7 +33,7 @@ log = logging.getLogger("dagster_rw")
 class _Merge:
     before: list[str]  # keys of the files listed before the merged ones, unchanged
     group: list[str]  # keys of the files the merged file replaces, oldest first
-    future: Future  # -> SstFile
+    future: Future  # -> list[SstFile]
 
 
 def _lower_priority() -> None:
@@ -67,7 +67,7 @@ class Compactor:
         files, dropped = list(table.files), []
         with self._lock:
             merge = self._merges.get(key)
-            if merge is not None and (merge.future.done() or len(files) > 2 * limit):
+            if merge is not None and (merge.future.done() or len(manifests.runs(files)) > 2 * limit):
                 del self._merges[key]
             else:
                 merge = None
@@ -86,21 +86,22 @@ class Compactor:
                                            self._pool.submit(snapshot.merge_files, start))
         return files, dropped
 
-    def _adopt(self, merge: _Merge, files: list[SstFile]) -> tuple[list[SstFile], list[str], str | None]:
+    def _adopt(self, merge: _Merge, files: list[SstFile]) -> tuple[list[SstFile], list[str], list[str]]:
         """`files` with the merged file in place of its group, if they still list the group as
-        they did when the merge began: (files, keys of the files replaced, the merged file's key);
+        they did when the merge began: (files, keys of the files replaced, the merged files' keys);
         else `files` unchanged (and the merged file deleted)."""
         try:
             merged = merge.future.result()
         except Exception:  # noqa: BLE001 - a failed merge loses nothing: the files it read stay listed
             log.warning("a background merge of state files failed; the files stay as they are", exc_info=True)
-            return files, [], None
+            return files, [], []
         keys = [f.key for f in files]
         n, g = len(merge.before), len(merge.group)
         if keys[:n] != merge.before or keys[n:n + g] != merge.group:
-            self.wh.store.delete(merged.key)
-            return files, [], None
-        return files[:n] + ([merged] if merged.rows else []) + files[n + g:], list(merge.group), merged.key
+            for f in merged:
+                self.wh.store.delete(f.key)
+            return files, [], []
+        return files[:n] + [f for f in merged if f.rows] + files[n + g:], list(merge.group), [f.key for f in merged]
 
     def finish(self, names: list[str] | None = None) -> None:
         """Wait for the merges (of objects `names`, or all) and commit each finished one as a
@@ -118,7 +119,8 @@ class Compactor:
                 self.wh.remember_manifest(
                     manifests.commit(self.wh.store, m, dropped, self.wh.options["gc_grace_seconds"]))
             except CommitConflict:
-                self.wh.store.delete(merged)
+                for key in merged:
+                    self.wh.store.delete(key)
 
     def forget(self, name: str) -> None:
         """Wait for the merges of a dropped object and delete what they wrote."""
@@ -126,6 +128,7 @@ class Compactor:
             merges = [self._merges.pop(k) for k in list(self._merges) if k[0] == name]
         for merge in merges:
             try:
-                self.wh.store.delete(merge.future.result().key)
+                for f in merge.future.result():
+                    self.wh.store.delete(f.key)
             except Exception:  # noqa: BLE001 - a merge that failed wrote nothing to delete
                 pass

@@ -15,7 +15,6 @@ from functools import partial
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from .. import types as sqltypes
 from ..engine.base import ParquetScan
@@ -135,7 +134,7 @@ class StepContext:
                 parts = [self._decoded(source, f.key).select(schema.names).cast(schema) for f in files]
                 rel = pa.concat_tables(parts) if parts else schema.empty_table()
             else:
-                rel = ParquetScan(tuple(self.wh.store.local_path(f.key) for f in files), changelog_schema(src))
+                rel = ParquetScan(tuple(f.key for f in files), changelog_schema(src), self.wh.store)
             if len(files) > 1:
                 rel = consolidate(self.engine, rel, cols)
         self.rows_in += self.engine.num_rows(rel)
@@ -234,11 +233,17 @@ def _input_rows(wh, obj: CatalogObject, m: Manifest, backfill: bool, target: int
 
 
 def _batch_rows(wh, keys: list[str]) -> int:
-    return sum(pq.ParquetFile(wh.store.local_path(k)).metadata.num_rows for k in keys)
+    return sum(wh.store.parquet_rows(k) for k in keys)
 
 
-def read_batches(wh, obj: CatalogObject, keys: list[str]) -> pa.Table | None:
-    """Staged DML batches in acceptance order, with `_batch` and `_seq` giving that order."""
+def read_batches(wh, obj: CatalogObject, keys: list[str], engine=None):
+    """Staged DML batches in acceptance order, with `_batch` and `_seq` giving that order (on
+    Spark, read by the executors)."""
+    if engine is not None and engine is not wh.engine:
+        if not keys:
+            return None
+        schema = object_schema(obj).append(pa.field("_op", pa.int8())).append(pa.field("_seq", pa.int64()))
+        return ParquetScan(tuple(keys), schema.append(pa.field("_batch", pa.int64())), wh.store, tag="_batch")
     tables = []
     for i, key in enumerate(keys):
         t = sst_cache.cached(wh.store.cache_path(key))  # staged by this process (Warehouse.stage)
@@ -263,8 +268,8 @@ def table_change(wh, obj: CatalogObject, m: Manifest, keys: list[str], engine=No
     order that sorts the change by key for its change log when the step knows it (then the change
     is not sorted yet: its writer thread sorts it), else None."""
     engine = engine or wh.engine
-    staged = read_batches(wh, obj, keys)
-    if staged is None or staged.num_rows == 0:
+    staged = read_batches(wh, obj, keys, engine)
+    if staged is None or (isinstance(staged, pa.Table) and staged.num_rows == 0):
         return None, None, None
     pk = list(obj.stream_key)
     cols = [c.name for c in obj.columns]
@@ -421,14 +426,11 @@ def _finish_commit(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, tables
     state = dict(m.state)
     dropped: list[str] = []
     for name, table in tables.items():
-        f = written[name]
-        table.files = list(table.files) + ([f] if f else [])
+        table.files = list(table.files) + _as_list(written[name])
         files, gone = wh.compactor.compact(obj.name, name, table)
         dropped.extend(gone)
         state[name] = files
-    changelog = list(m.changelog)
-    if written.get(None) is not None:
-        changelog.append(written[None])
+    changelog = list(m.changelog) + _as_list(written.get(None))
     # change files every consumer has read are no longer needed
     watermark = wh.consumer_watermark(obj.name, target)
     keep = [f for f in changelog if f.epoch_to > watermark]
@@ -451,6 +453,13 @@ def _finish_commit(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, tables
     committed = manifests.commit(wh.store, nxt, dropped, wh.options["gc_grace_seconds"])
     wh.remember_manifest(committed)
     return target
+
+
+def _as_list(written) -> list[SstFile]:
+    """What a write gave: no file, one file, or (on Spark) a run of files."""
+    if written is None:
+        return []
+    return list(written) if isinstance(written, list) else [written]
 
 
 def _index_ahead(table: StateTable, written) -> None:
@@ -523,8 +532,13 @@ def _prepare_changelog(wh, engine, obj: CatalogObject, delta, start: int, target
                        start, target, order=order)
 
 
-def _write_changelog(wh, engine, obj: CatalogObject, delta, start: int, target: int, order=None) -> SstFile:
-    """The step's change log: sorted by stream key, deletes (-1) before inserts (+1) per key."""
+def _write_changelog(wh, engine, obj: CatalogObject, delta, start: int, target: int, order=None):
+    """The step's change log: sorted by stream key, deletes (-1) before inserts (+1) per key (on
+    Spark, a run of files by key range, a key's changes in one file)."""
+    if hasattr(engine, "write_files") and not isinstance(delta, pa.Table):
+        key = list(obj.stream_key)
+        return engine.write_files(delta, wh.store, f"objects/{obj.name}/changes", key + [W], changelog_schema(obj),
+                                  start, target, range_keys=key)
     return _prepare_changelog(wh, engine, obj, delta, start, target, order).finish()
 
 

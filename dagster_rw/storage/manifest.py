@@ -14,17 +14,43 @@ from .object_store import ObjectStore, delete_in_background
 
 @dataclass
 class SstFile:
-    """One immutable, key-sorted Parquet file covering the epochs (epoch_from, epoch_to]."""
+    """One immutable, key-sorted Parquet file covering the epochs (epoch_from, epoch_to].
+
+    A large step on Spark writes its output as a run: several files, one per key range, each
+    written by the task that computed it. They share `run`, cover disjoint key ranges (`key_min`,
+    `key_max`: the first and last row's sort key, where JSON can hold the values) and are listed
+    in key order; readers treat the run like one file, and merges take or leave it whole."""
 
     key: str
     epoch_from: int
     epoch_to: int
     rows: int
     bytes: int
+    key_min: list | None = None
+    key_max: list | None = None
+    run: str | None = None
 
     @classmethod
     def from_json(cls, d: dict) -> SstFile:
         return cls(**d)
+
+    def to_json(self) -> dict:
+        d = {"key": self.key, "epoch_from": self.epoch_from, "epoch_to": self.epoch_to, "rows": self.rows,
+             "bytes": self.bytes}
+        if self.run is not None:
+            d.update(key_min=self.key_min, key_max=self.key_max, run=self.run)
+        return d
+
+
+def runs(files: list[SstFile]) -> list[list[SstFile]]:
+    """`files` grouped into runs (a file written alone is a run of its own), oldest first."""
+    out: list[list[SstFile]] = []
+    for f in files:
+        if out and f.run is not None and out[-1][-1].run == f.run:
+            out[-1].append(f)
+        else:
+            out.append([f])
+    return out
 
 
 @dataclass
@@ -44,6 +70,8 @@ class Manifest:
 
     def to_json(self) -> dict:
         d = asdict(self)
+        d["state"] = {k: [f.to_json() for f in v] for k, v in self.state.items()}
+        d["changelog"] = [f.to_json() for f in self.changelog]
         return d
 
     @classmethod

@@ -76,12 +76,30 @@ class ObjectStore:
         os.makedirs(d, exist_ok=True)
         return d
 
+    def warehouse_files(self):
+        """How Spark executors reach this store's files (storage.warehouse_files.WarehouseFiles)."""
+        raise NotImplementedError
+
+    def parquet_rows(self, key: str) -> int:
+        """A Parquet object's row count, from its footer."""
+        import pyarrow.parquet as pq
+
+        return pq.ParquetFile(self.local_path(key)).metadata.num_rows
+
 
 class LocalStore(ObjectStore):
-    def __init__(self, root: str):
+    def __init__(self, root: str, spark_url: str | None = None):
         self.root = os.path.abspath(root)
         self.url = self.root
+        self.spark_url = spark_url
         os.makedirs(self.root, exist_ok=True)
+
+    def warehouse_files(self):
+        """Executors read and write the folder itself: on a cluster it must be shared (the same
+        path on every host, or `spark_url` naming where the cluster mounts it)."""
+        from .warehouse_files import WarehouseFiles
+
+        return WarehouseFiles("local", self.root, spark_url=self.spark_url or f"file://{self.root}")
 
     def _path(self, key: str) -> str:
         return os.path.join(self.root, key)
@@ -171,11 +189,14 @@ def _not_found(error) -> bool:
 
 class S3Store(ObjectStore):
     def __init__(self, url: str, endpoint_url: str | None = None, client=None, cache_dir: str | None = None,
-                 **client_options):
+                 spark_url: str | None = None, **client_options):
         import boto3
 
         parsed = urlparse(url)
         self.url = url
+        self.spark_url = spark_url
+        self._client_options = {k: v for k, v in client_options.items() if v}
+        self._files = None
         self.bucket = parsed.netloc
         self.prefix = parsed.path.strip("/")
         self.client = client or boto3.client("s3", endpoint_url=endpoint_url,
@@ -186,6 +207,42 @@ class S3Store(ObjectStore):
 
     def _key(self, key: str) -> str:
         return f"{self.prefix}/{key}" if self.prefix else key
+
+    def parquet_rows(self, key: str) -> int:
+        """From the local copy if there is one, else from the footer alone (ranged reads)."""
+        import pyarrow.parquet as pq
+
+        path = self.cache_path(key)
+        if os.path.exists(path):
+            return pq.ParquetFile(path).metadata.num_rows
+        try:
+            with self.warehouse_files().open_input(key) as f:
+                return pq.ParquetFile(f).metadata.num_rows
+        except OSError as e:
+            if "NoSuchKey" in str(e) or "does not exist" in str(e) or "Path does not exist" in str(e):
+                raise FileNotFoundError(f"{self.url}/{key}") from None
+            raise
+
+    def warehouse_files(self):
+        if self._files is None:
+            self._files = self._resolve_files()
+        return self._files
+
+    def _resolve_files(self):
+        """Executors reach the bucket with the endpoint and credentials boto3 resolved here
+        (options, environment or profile). Spark's own reader is used only where `spark_url` says
+        how the cluster reads the bucket (an `s3a://` URL, with the cluster's S3 settings)."""
+        import boto3
+
+        from .warehouse_files import WarehouseFiles
+
+        creds = boto3.Session(**{k: v for k, v in self._client_options.items() if k != "region_name"}).get_credentials()
+        frozen = creds.get_frozen_credentials() if creds is not None else None
+        return WarehouseFiles(
+            "s3", f"{self.bucket}/{self.prefix}" if self.prefix else self.bucket, spark_url=self.spark_url,
+            endpoint_url=self.client.meta.endpoint_url, region=self.client.meta.region_name,
+            access_key=frozen.access_key if frozen else None, secret_key=frozen.secret_key if frozen else None,
+            session_token=frozen.token if frozen else None)
 
     def read_bytes(self, key: str) -> bytes:
         try:
@@ -258,16 +315,19 @@ class S3Store(ObjectStore):
         move_into_place(path, os.path.join(self.cache_dir, key))  # a cached file is never partial
 
 
-def open_store(warehouse: str | None, s3_endpoint_url: str | None = None, **s3_client_options) -> ObjectStore:
+def open_store(warehouse: str | None, s3_endpoint_url: str | None = None, spark_url: str | None = None,
+               **s3_client_options) -> ObjectStore:
     """A store for a warehouse URL; `s3_client_options` (aws_access_key_id, aws_secret_access_key,
-    region_name) go to boto3's client when given, else boto3 finds them the usual way."""
+    region_name) go to boto3's client when given, else boto3 finds them the usual way. `spark_url`
+    is the warehouse as the Spark cluster's own file system sees it (`s3a://bucket/prefix`, a
+    shared mount), when it can read it."""
     if warehouse is None:
         warehouse = os.path.join(os.getcwd(), ".dagster_rw")
     if warehouse.startswith("s3://"):
-        return S3Store(warehouse, endpoint_url=s3_endpoint_url, **s3_client_options)
+        return S3Store(warehouse, endpoint_url=s3_endpoint_url, spark_url=spark_url, **s3_client_options)
     if warehouse.startswith("file://"):
         warehouse = urlparse(warehouse).path
-    return LocalStore(warehouse)
+    return LocalStore(warehouse, spark_url=spark_url)
 
 
 # Deleting a large file takes time (about 0.17 s for 300 MB on these machines: the file system frees

@@ -66,7 +66,11 @@ def _grow(nbytes: int) -> None:
 def read_parquet(path: str) -> pa.Table:
     """A Parquet file as Arrow; INTERVAL columns (which pyarrow sees as 12 raw bytes: months, days,
     milliseconds) come back as month_day_nano intervals."""
-    table = pq.ParquetFile(path).read()  # one known file: no dataset discovery
+    return restore_types(pq.ParquetFile(path).read())  # one known file: no dataset discovery
+
+
+def restore_types(table: pa.Table) -> pa.Table:
+    """read_parquet's corrections of what pyarrow reads: nullable fields, INTERVAL columns."""
     if not all(f.nullable for f in table.schema):  # written REQUIRED where it held no NULLs
         table = pa.Table.from_arrays(table.columns, schema=pa.schema(
             [f.with_nullable(True) for f in table.schema], table.schema.metadata))

@@ -11,15 +11,15 @@ import uuid
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from ..engine.base import Engine, ParquetScan
 from ..engine.duck import DuckEngine, quote
-from . import plain_parquet, sst_cache
+from . import sst_cache
+from . import manifest as manifests
 from .manifest import SstFile
 from .object_store import ObjectStore
+from .parquet_io import EPOCH, write_parquet
 
-EPOCH = "_epoch"
 DELETED = "_del"
 USE_HOLDERS = True  # lookups by a dense integer key ask sst_cache.newest_holders
 KEY_ORDER = b"dagster_rw.key_order"  # schema metadata: rows staged already sorted by the key
@@ -45,7 +45,7 @@ class StateTable:
     # -- reading -------------------------------------------------------------------------------
     def _scan(self) -> ParquetScan:
         full = self.schema.append(pa.field(EPOCH, pa.int64())).append(pa.field(DELETED, pa.bool_()))
-        return ParquetScan(tuple(self.store.local_path(f.key) for f in self.files), full)
+        return ParquetScan(tuple(f.key for f in self.files), full, self.store)
 
     @property
     def columns(self) -> list[str]:
@@ -303,10 +303,25 @@ class StateTable:
         operators above compute)."""
         self._staged.append(rows)
 
-    def flush(self, epoch_from: int, epoch_to: int) -> SstFile | None:
-        """Write everything staged in this step as one sorted file stamped with the epoch range."""
+    def flush(self, epoch_from: int, epoch_to: int) -> SstFile | list[SstFile] | None:
+        """Write everything staged in this step as one sorted file stamped with the epoch range
+        (on Spark, a run of files, one per key range, written by the executors)."""
+        if hasattr(self.engine, "write_files"):
+            self._staged = [r() if callable(r) else r for r in self._staged]
+        if hasattr(self.engine, "write_files") and not all(isinstance(r, pa.Table) for r in self._staged):
+            staged, self._staged = self._staged, []
+            return self.engine.write_files(self._staged_rows(staged, epoch_to), self.store, self.key_dir, self.pk,
+                                           self._scan().schema, epoch_from, epoch_to) or None
         prepared = self.prepare(epoch_from, epoch_to)
         return prepared.finish() if prepared is not None else None
+
+    def _staged_rows(self, staged: list, epoch_to: int):
+        """The staged rows stamped with the step's epoch, as one relation of the engine."""
+        cols = ", ".join(quote(c) for c in self.columns)
+        rels = {f"r{i}": r for i, r in enumerate(staged)}
+        union = " UNION ALL ".join(f"SELECT {cols}, {DELETED} FROM r{i}" for i in range(len(rels)))
+        return self.engine.sql(f"SELECT {cols}, CAST({epoch_to} AS BIGINT) AS {EPOCH}, {DELETED} FROM ({union}) u",
+                               lazy=True, **rels)
 
     def prepare(self, epoch_from: int, epoch_to: int) -> PreparedSst | None:
         """flush's first half: the staged rows as one file-to-be, sorted, named and (in-process)
@@ -326,17 +341,16 @@ class StateTable:
             rel = rel.append_column(EPOCH, pa.array(np.full(rel.num_rows, epoch_to, np.int64)))
             return prepare_sst(self.store, self.engine, rel.select(full.names).replace_schema_metadata(None),
                                self.key_dir, self.pk, epoch_from, epoch_to, ordered=ordered)
-        cols = ", ".join(quote(c) for c in self.columns)
-        rels = {f"r{i}": r for i, r in enumerate(staged)}
-        union = " UNION ALL ".join(f"SELECT {cols}, {DELETED} FROM r{i}" for i in range(len(rels)))
-        rel = self.engine.sql(f"SELECT {cols}, CAST({epoch_to} AS BIGINT) AS {EPOCH}, {DELETED} FROM ({union}) u",
-                              **rels)
+        rel = self._staged_rows(staged, epoch_to)
         if self.engine.num_rows(rel) == 0:
             return None
         return prepare_sst(self.store, self.engine, rel, self.key_dir, self.pk, epoch_from, epoch_to)
 
-    def _write(self, rel, epoch_from: int, epoch_to: int) -> SstFile:
-        return write_sst(self.store, self.engine, rel, self.key_dir, self.pk, epoch_from, epoch_to)
+    def _write(self, rel, epoch_from: int, epoch_to: int) -> list[SstFile]:
+        if hasattr(self.engine, "write_files"):
+            return self.engine.write_files(rel, self.store, self.key_dir, self.pk, self._scan().schema,
+                                           epoch_from, epoch_to)
+        return [write_sst(self.store, self.engine, rel, self.key_dir, self.pk, epoch_from, epoch_to)]
 
     # -- compaction ----------------------------------------------------------------------------
     def compact_all(self) -> tuple[list[SstFile], list[str]]:
@@ -361,50 +375,61 @@ class StateTable:
             return self.files, []
         merged = self.merge_files(start)
         group = self.files[start:]
-        self.files = self.files[:start] + ([merged] if merged.rows else [])
+        self.files = self.files[:start] + [f for f in merged if f.rows]
         return self.files, [f.key for f in group]
 
     def compaction_start(self, max_files: int) -> int | None:
-        """Where the files to merge begin when there are more than `max_files` (the newest ones,
-        each older file joining while it has at most twice the rows of those after it: rows, not
-        bytes, as small files are written less compactly than large ones), else None."""
-        if len(self.files) <= max_files:
+        """Where the files to merge begin when there are more than `max_files` runs (the newest
+        ones, each older run joining while it has at most twice the rows of those after it: rows,
+        not bytes, as small files are written less compactly than large ones), else None. A run
+        of several files (a large step's, written by Spark) is taken or left whole, and is merged
+        only on Spark: in-process merges take only the single files after the newest such run."""
+        groups = manifests.runs(self.files)
+        if len(groups) <= max_files:
             return None
-        start = len(self.files) - 1
-        total = self.files[-1].rows
+        in_process = isinstance(self.engine, DuckEngine)
+        sizes = [sum(f.rows for f in g) for g in groups]
+        start = len(groups) - 1
+        total = sizes[-1]
+        if in_process and len(groups[start]) > 1:
+            return None
         while start > 0:
-            f = self.files[start - 1]
-            if len(self.files) - start < 2 or f.rows <= 2 * total or max_files <= 1:
+            if in_process and len(groups[start - 1]) > 1:
+                break
+            if len(groups) - start < 2 or sizes[start - 1] <= 2 * total or max_files <= 1:
                 start -= 1
-                total += f.rows
+                total += sizes[start]
             else:
                 break
-        return start
+        if start == len(groups) - 1:  # nothing to merge it with
+            return None
+        return sum(len(g) for g in groups[:start])
 
-    def merge_files(self, start: int) -> SstFile:
-        """Write files[start:] merged into one file (each key's newest version; tombstones too unless
-        the merge includes the oldest file); the file list itself is left as it is."""
+    def merge_files(self, start: int) -> list[SstFile]:
+        """Write files[start:] merged (each key's newest version; tombstones too unless the merge
+        includes the oldest file): one file in-process, a run of files on Spark, written by its
+        executors. The file list itself is left as it is."""
         group = self.files[start:]
         full_merge = start == 0
-        if isinstance(self.engine, DuckEngine):
-            # in-process: merge the decoded files the cache already holds
-            full = self._scan().schema
-            source = pa.concat_tables([sst_cache.read(self.store.local_path(f.key)).select(full.names).cast(full)
-                                       for f in group])
-            rel = self._merge_in_arrow(source, full_merge)
-        else:
+        if not isinstance(self.engine, DuckEngine):
             source = StateTable(self.store, self.engine, self.key_dir, self.pk, self.schema, group)._scan()
-            rel = None
+            rel = self.engine.sql(self._merge_query(full_merge), lazy=True, rw_state=source)
+            return self._write(rel, group[0].epoch_from, group[-1].epoch_to)
+        # in-process: merge the decoded files the cache already holds
+        full = self._scan().schema
+        source = pa.concat_tables([sst_cache.read(self.store.local_path(f.key)).select(full.names).cast(full)
+                                   for f in group])
+        rel = self._merge_in_arrow(source, full_merge)
         if rel is None:
             rel = self.engine.sql(self._merge_query(full_merge), rw_state=source)
-        merged = self._write(rel, group[0].epoch_from, group[-1].epoch_to)
+        (merged,) = self._write(rel, group[0].epoch_from, group[-1].epoch_to)
         path = self.store.local_path(merged.key)
         if not full_merge:  # lookups' map of the file holding each key follows the merge
             sst_cache.note_merge(path, [self.store.local_path(f.key) for f in group])
         cols = sst_cache.usable_prefix(self.schema, self.pk) if self.pk and merged.rows else []
-        if cols and isinstance(self.engine, DuckEngine) and sst_cache.cached(path) is not None:
+        if cols and sst_cache.cached(path) is not None:
             sst_cache.build_indexes(path, cols)  # here (off the step's path when merging in the background)
-        return merged
+        return [merged]
 
     def _merge_query(self, full_merge: bool) -> str:
         """Files' rows merged into one file's: each key's newest version; tombstones too unless
@@ -501,65 +526,6 @@ def sort_for_sst(table: pa.Table, keys: list[str]) -> pa.Table | None:
         if order is not None:
             table = table.take(order)
     return table
-
-
-def write_parquet(table: pa.Table, path: str, keys: list[str] | tuple = ()) -> None:
-    """Write a step's or a merge's file. A column without NULLs is written as REQUIRED (no
-    definition levels; read_parquet restores the nullable field). Strings are dictionary-encoded.
-
-    Files under _COMPACT_MIN_ROWS rows (a step's files, small merges: written on a step's path and
-    soon merged away) are written for speed, as RocksDB leaves its first levels uncompressed: by
-    plain_parquet where it handles every column's type (values as Arrow holds them, PLAIN,
-    uncompressed; a column of one value or of a few small integers as a dictionary), else by
-    pyarrow with the first sort key delta-encoded and the other columns PLAIN; statistics for the
-    sort `keys` only (what readers prune row groups by). Measured at 50M rows in one process, a
-    FLUSH's Parquet encoding took 15.5 ms of CPU with pyarrow and 7.5 ms with plain_parquet, for
-    ~1.3x the bytes (the sort keys no longer delta-encoded).
-    Larger files (merges, off the step's path, kept long) are compact: integer-like columns
-    delta-encoded (bit-packed differences: sorted keys and small values take a fraction of their
-    plain size), snappy."""
-    fields = [f.with_nullable(table.column(i).null_count > 0) if f.nullable else f
-              for i, f in enumerate(table.schema)]
-    if fields != list(table.schema):
-        table = pa.Table.from_arrays(table.columns, schema=pa.schema(fields, table.schema.metadata))
-    if table.num_rows < _COMPACT_MIN_ROWS and PLAIN_WRITER and plain_parquet.write(
-            table, path, [k for k in keys if k in table.schema.names]):
-        return
-    strings = [f.name for f in table.schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
-               or pa.types.is_binary(f.type) or pa.types.is_dictionary(f.type)]
-    if table.num_rows < _COMPACT_MIN_ROWS:
-        # a step file's `_epoch` holds one value (a merge's, a few): as a dictionary it takes no space
-        # the first sort key, in order, delta-encodes to a few bits a row (~1.5 ms of fsync less at 50M rows)
-        first = keys[0] if keys and keys[0] in table.schema.names else None
-        enc = {first: "DELTA_BINARY_PACKED"} if first and pa.types.is_integer(table.schema.field(first).type) else None
-        pq.write_table(table, path, compression="none", use_dictionary=strings + [
-                           c for c in (EPOCH,) if c in table.schema.names] + _few_values(table, first),
-                       column_encoding=enc,
-                       write_statistics=[k for k in keys if k in table.schema.names], write_batch_size=1 << 16)
-        return
-    delta = {f.name: "DELTA_BINARY_PACKED" for f in table.schema if pa.types.is_integer(f.type)
-             or pa.types.is_date32(f.type) or pa.types.is_timestamp(f.type)}
-    pq.write_table(table, path, compression="snappy", column_encoding=delta, use_dictionary=strings)
-
-
-_COMPACT_MIN_ROWS = 1 << 20
-# small files by plain_parquet where it handles the column types; DAGSTER_RW_PLAIN_PARQUET=0 leaves
-# every file to pyarrow (for a reader that refuses ours, and for measuring the two side by side)
-PLAIN_WRITER = os.environ.get("DAGSTER_RW_PLAIN_PARQUET", "1") != "0"
-
-
-def _few_values(table: pa.Table, skip: str | None) -> list[str]:
-    """The 64-bit integer columns of a step file whose values span at most 256 (a change log's
-    weights, a count table's count changes: mostly -1 and +1), but `skip`. Dictionary-encoded,
-    such a column takes a bit or two a row instead of eight bytes, at no cost in encoding time:
-    a 50M-row benchmark epoch writes and syncs ~1.6 MB less (of ~5.4 MB)."""
-    out = []
-    for f in table.schema:
-        if f.name != skip and f.name != EPOCH and pa.types.is_int64(f.type) and table.num_rows > 1:
-            lo, hi = pc.min_max(table.column(f.name)).values()
-            if lo.is_valid and hi.as_py() - lo.as_py() <= 256:
-                out.append(f.name)
-    return out
 
 
 def write_sorted(table: pa.Table, path: str, keys: list[str]) -> pa.Table | None:
