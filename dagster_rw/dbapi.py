@@ -479,7 +479,8 @@ class Cursor:
             if name not in visible:
                 raise ProgrammingError(f'column "{name}" of relation "{s.table}" does not exist')
             assigned[name] = value
-        current = conn.wh.pending_rows(s.table)
+        engine = conn.wh.dml_engine(s.table)
+        current = conn.wh.pending_rows(s.table, engine)
         cond = f" WHERE {s.where.sql(dialect='duckdb')}" if s.where is not None else ""
         new_cols = []
         for c in obj.columns:
@@ -490,8 +491,8 @@ class Cursor:
                 new_cols.append(quote(c.name))
         old_keys = [f"{quote(k)} AS {quote('_old_' + k)}" for k in obj.stream_key]
         try:
-            changed = conn.engine.sql(f"SELECT {', '.join(new_cols + old_keys)} FROM {quote(s.table)}{cond}",
-                                      **{s.table: current})
+            changed = engine.to_arrow(engine.sql(
+                f"SELECT {', '.join(new_cols + old_keys)} FROM {quote(s.table)}{cond}", **{s.table: current}))
         except Exception as e:
             raise ProgrammingError(f"UPDATE {s.table}: {str(e).splitlines()[0]}") from None
         self.rowcount = changed.num_rows
@@ -519,10 +520,11 @@ class Cursor:
     def _do_delete(self, s: st.Delete):
         conn = self.conn
         obj = self._modifiable(s.table, "DELETE")
-        current = conn.wh.pending_rows(s.table)
+        engine = conn.wh.dml_engine(s.table)
+        current = conn.wh.pending_rows(s.table, engine)
         cond = f" WHERE {s.where.sql(dialect='duckdb')}" if s.where is not None else ""
         try:
-            gone = conn.engine.sql(f"SELECT * FROM {quote(s.table)}{cond}", **{s.table: current})
+            gone = engine.to_arrow(engine.sql(f"SELECT * FROM {quote(s.table)}{cond}", **{s.table: current}))
         except Exception as e:
             raise ProgrammingError(f"DELETE FROM {s.table}: {str(e).splitlines()[0]}") from None
         self.rowcount = gone.num_rows

@@ -208,7 +208,7 @@ class SparkEngine(Engine):
         try:
             written = df.mapInArrow(writer, _spark_schema(executor_io.WRITTEN)).collect()
         except Exception as e:
-            raise OperationalError(f"Spark could not write {key_dir}: {str(e).splitlines()[0]}") from None
+            raise OperationalError(f"Spark could not write {key_dir}: {spark_error(e)}") from None
         written = sorted(written, key=lambda r: r["part"])
         run = uuid.uuid4().hex[:12] if len(written) > 1 else None
         return [SstFile(key=r["key"], epoch_from=epoch_from, epoch_to=epoch_to, rows=r["rows"], bytes=r["bytes"],
@@ -234,7 +234,7 @@ class SparkEngine(Engine):
         try:
             df = self.spark.sql(to_spark_sql(query))
         except Exception as e:
-            raise OperationalError(f"Spark could not run a step rule: {str(e).splitlines()[0]}") from None
+            raise OperationalError(f"Spark could not run a step rule: {spark_error(e)}") from None
         return df if lazy else df.localCheckpoint(eager=True)
 
     def run_query(self, query: str, views: dict):
@@ -281,6 +281,17 @@ def _type_code(data_type) -> str:
     if name.startswith("interval"):
         return "INTERVAL"
     return _TYPE_CODES.get(name, name.upper())
+
+
+def spark_error(e: Exception) -> str:
+    """The line of a Spark error that says what went wrong: a Python task's own exception where
+    there is one (Spark wraps it in its stack traces), else the first line."""
+    import re
+
+    lines = str(e).splitlines()
+    raised = [ln.strip() for ln in lines if re.match(r"^\s*[A-Za-z_][\w.]*(Error|Exception): ", ln)
+              and "Traceback" not in ln and not ln.strip().startswith(("org.apache", "java.", "py4j"))]
+    return raised[-1] if raised else (lines[0] if lines else type(e).__name__)
 
 
 def _parallelism(session) -> int:

@@ -440,22 +440,30 @@ class Warehouse:
             sst_cache.discard(gone)  # (nothing if its table step already took it)
             self._staged_kept_bytes -= n
 
-    def pending_rows(self, table: str) -> pa.Table:
-        """The table as the next barrier will make it: committed rows plus DML accepted since."""
+    def dml_engine(self, table: str):
+        """The engine that finds the rows an UPDATE or DELETE touches: Spark for large tables (or
+        as forced), so the table is read by the cluster and only the touched rows reach here."""
+        return self.step_engine(self.manifest(table).state_rows())
+
+    def pending_rows(self, table: str, engine=None):
+        """The table as the next barrier will make it: committed rows plus DML accepted since (an
+        Arrow table in-process; on Spark, a relation the executors compute)."""
+        engine = engine or self.engine
         obj = self.get(table)
         m = self.manifest(table)
         committed = m.epoch if m.exists else obj.created_epoch
         keys = epochs.batches_for(self.store, table, committed, epochs.newest_epoch(self.store))
         keys += epochs.unsealed_batches(self.store, table)
-        current = step.output_table(self, obj, m).read_all()
-        delta = step.apply_batches(self, obj, m, keys)
+        current = step.output_table(self, obj, m, engine).read_all()
+        delta = step.apply_batches(self, obj, m, keys, engine)
+        finish = self.engine.to_arrow if engine is self.engine else (lambda rel: rel)
         if delta is None:
-            return self.engine.to_arrow(current)
+            return finish(current)
         cols = ", ".join(f'"{c.name}"' for c in obj.columns)
-        return self.engine.to_arrow(self.engine.sql(
+        return finish(engine.sql(
             f"SELECT {cols} FROM rw_cur rw_a WHERE NOT EXISTS (SELECT 1 FROM rw_delta rw_b WHERE rw_b._w < 0 AND "
             + " AND ".join(f'rw_a."{k}" IS NOT DISTINCT FROM rw_b."{k}"' for k in obj.stream_key)
-            + f") UNION ALL SELECT {cols} FROM rw_delta WHERE _w > 0", rw_cur=current, rw_delta=delta))
+            + f") UNION ALL SELECT {cols} FROM rw_delta WHERE _w > 0", lazy=True, rw_cur=current, rw_delta=delta))
 
     # -- epochs and steps ----------------------------------------------------------------------
     def barrier(self) -> int:

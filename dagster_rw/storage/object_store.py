@@ -297,6 +297,8 @@ class S3Store(ObjectStore):
         """A local copy of an immutable object, downloaded once into the cache."""
         path = os.path.join(self.cache_dir, key)
         if not os.path.exists(path):
+            if os.environ.get("RW_DEBUG_DL") and key.startswith("objects"):
+                import traceback; traceback.print_stack(limit=12)
             os.makedirs(os.path.dirname(path), exist_ok=True)
             tmp = f"{path}.{uuid.uuid4().hex}.tmp"
             from botocore.exceptions import ClientError

@@ -2,8 +2,8 @@
 
 Spark executors read state and change files and write their own outputs without going through
 the driver. They get a `WarehouseFiles` (inside the task's closure) and open the files with
-pyarrow's file systems: the local file system for a folder the cluster shares, S3 (with the
-connection's endpoint and credentials) for a bucket. `spark_url`, when set, is where Spark's own
+pyarrow's file systems (the local file system for a folder the cluster shares; S3, with the
+connection's endpoint and credentials, for a bucket) and upload to a bucket with boto3. `spark_url`, when set, is where Spark's own
 Parquet reader finds the warehouse (`file:///shared/wh`, `s3a://bucket/prefix`); without it the
 files are read by Python tasks. Credentials are kept out of `repr`, so they never reach a log, a
 plan or an error message.
@@ -72,14 +72,22 @@ class WarehouseFiles:
         if self.kind == "local":
             move_into_place(local, self.path(key))
             return
-        fs = self.filesystem()
-        with open(local, "rb") as src, fs.open_output_stream(self.path(key)) as out:
-            while True:
-                chunk = src.read(8 << 20)
-                if not chunk:
-                    break
-                out.write(chunk)
+        bucket, _, prefix = self.root.partition("/")
+        self.s3_client().upload_file(local, bucket, f"{prefix}/{key}" if prefix else key)
         os.unlink(local)
+
+    def s3_client(self):
+        """boto3's client for the bucket (uploads: one PUT, or a multipart upload for large files)."""
+        with _lock:
+            client = _clients.get(self)
+            if client is None:
+                import boto3
+
+                client = _clients[self] = boto3.client(
+                    "s3", endpoint_url=self.endpoint_url, region_name=self.region,
+                    aws_access_key_id=self.access_key, aws_secret_access_key=self.secret_key,
+                    aws_session_token=self.session_token)
+            return client
 
     def scratch_file(self) -> str:
         """A fresh local path for a file being written (the executor's own temporary folder)."""
@@ -91,4 +99,5 @@ class WarehouseFiles:
 
 
 _filesystems: dict[WarehouseFiles, pafs.FileSystem] = {}
+_clients: dict[WarehouseFiles, object] = {}
 _lock = threading.Lock()

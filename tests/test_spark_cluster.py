@@ -1,0 +1,154 @@
+"""The Spark path on a real standalone cluster whose worker sees a /tmp of its own (as a worker on
+another host would): executors read and write the warehouse themselves, on S3 through pyarrow and
+on a shared folder through Spark's own reader, and a step's outputs are runs of files by key range.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import uuid
+
+import cluster_workload
+import pyarrow as pa
+import pytest
+
+import dagster_rw
+from dagster_rw.engine.base import ParquetScan
+
+pytestmark = pytest.mark.spark
+
+BUCKET = "cluster"
+SECRET = "s3cr3t-" + uuid.uuid4().hex[:8]  # moto takes any key; this one must never show
+
+
+@pytest.fixture(scope="module")
+def bucket(s3_server):
+    s3_server.create_bucket(BUCKET)
+    return BUCKET
+
+
+def _assert_runs_by_key_range(files: list[dict], what: str) -> None:
+    """More than one file, sharing a run, with disjoint key ranges in key order."""
+    runs: dict[str, list[dict]] = {}
+    for f in files:
+        if f.get("run"):
+            runs.setdefault(f["run"], []).append(f)
+    assert runs, f"{what}: no run of several files in {files}"
+    for run in runs.values():
+        assert len(run) > 1, what
+        for a, b in zip(run, run[1:]):
+            assert a["key_max"] < b["key_min"], f"{what}: key ranges overlap or are out of order: {a} {b}"
+
+
+def test_the_worker_sees_a_tmp_of_its_own(spark, spark_cluster):
+    if not spark_cluster.private_tmp:
+        pytest.skip("unshare -m is not permitted here (needs root): the worker shares the driver's /tmp")
+    marker = f"/tmp/dagster_rw_driver_{uuid.uuid4().hex}"
+    open(marker, "w").close()
+    try:
+        def probe(batches):
+            import os as executor_os
+
+            for _ in batches:
+                yield pa.RecordBatch.from_pylist([{"seen": executor_os.path.exists(marker)}])
+
+        assert spark.range(0, 2, 1, 2).mapInArrow(probe, "seen boolean").collect() == [(False,), (False,)]
+    finally:
+        os.unlink(marker)
+
+
+def test_executors_run_the_shipped_package_with_pyarrow_alone(spark, tmp_path):
+    """The tasks import dagster_rw from the zip the session shipped (not from this checkout), and
+    reading and writing warehouse files loads neither DuckDB nor sqlglot there."""
+    conn = dagster_rw.connect(str(tmp_path / "wh"), spark=spark, engine="spark")
+    conn.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+    conn.execute("INSERT INTO t VALUES (1, 10), (2, 20)")
+    conn.execute("FLUSH")
+    engine = conn.wh.spark_engine()
+    m = conn.wh.manifest("t")
+    schema = pa.schema([("id", pa.int32()), ("v", pa.int32()), ("_file", pa.int64())])
+    scan = ParquetScan(tuple(f.key for f in m.state["output"]), schema, conn.wh.store, tag="_file")
+    assert sorted(engine.scan(scan).select("id", "v").collect()) == [(1, 10), (2, 20)]
+    checkout = os.path.dirname(os.path.dirname(os.path.abspath(dagster_rw.__file__)))
+
+    def probe(batches):
+        import sys as executor_sys
+
+        import dagster_rw.storage.executor_io as io
+
+        for _ in batches:
+            yield pa.RecordBatch.from_pylist([{
+                "origin": io.__file__, "duckdb": "duckdb" in executor_sys.modules,
+                "sqlglot": "sqlglot" in executor_sys.modules}])
+
+    (origin, duck, glot), = spark.range(0, 1, 1, 1).mapInArrow(probe, "origin string, duckdb boolean, "
+                                                                       "sqlglot boolean").collect()
+    assert ".zip" in origin and not origin.startswith(checkout), origin
+    assert not duck and not glot
+
+
+def test_differential_workload_on_the_cluster_with_an_s3_warehouse(spark, bucket, s3_server):
+    url = f"s3://{bucket}/wh-{uuid.uuid4().hex[:8]}"
+    conn = dagster_rw.connect(url, spark=spark, engine="spark", spark_file_bytes=4096,
+                              aws_access_key_id="testing", aws_secret_access_key=SECRET)
+    result = cluster_workload.run(conn)
+    assert result["lagged_epochs"] == 3
+    # the backfill and the large steps are split over several files, by key range
+    _assert_runs_by_key_range(result["files"]["orders"]["output"], "orders")
+    assert any(len(files) > 1 for files in result["files"]["sales"].values())
+    # the driver never downloaded a state or change file: executors read them from S3
+    cache = conn.wh.store.cache_dir
+    downloaded = [os.path.relpath(os.path.join(d, n), cache) for d, _, names in os.walk(cache) for n in names
+                  if os.path.relpath(d, cache).startswith("objects")]
+    assert downloaded == []
+    # the secret reaches the tasks, never a plan or a description of the warehouse
+    files = conn.wh.store.warehouse_files()
+    assert files.secret_key == SECRET and SECRET not in repr(files)
+    m = conn.wh.manifest("orders")
+    scan = ParquetScan(tuple(f.key for f in m.state["output"]), pa.schema([("id", pa.int32())]), conn.wh.store)
+    df = conn.wh.spark_engine().scan(scan)
+    plan = df._jdf.queryExecution().toString()
+    assert SECRET not in plan and "testing" not in plan
+
+
+def test_differential_workload_on_the_cluster_with_a_shared_folder(spark, tmp_path):
+    """A local warehouse in a folder the worker shares: Spark's own reader, tasks write in place."""
+    conn = dagster_rw.connect(str(tmp_path / "wh"), spark=spark, engine="spark", spark_file_bytes=4096)
+    result = cluster_workload.run(conn, seed=11, epochs=2)
+    assert result["lagged_epochs"] == 2
+    _assert_runs_by_key_range(result["files"]["orders"]["output"], "orders")
+
+
+CONNECT_CLIENT = textwrap.dedent('''
+    import json, sys, warnings
+    warnings.filterwarnings("ignore")
+    sys.path.insert(0, {tests!r})
+    import dagster_rw, cluster_workload
+
+    conn = dagster_rw.connect({warehouse!r}, spark={url!r}, engine="spark", spark_file_bytes=4096,
+                              s3_endpoint_url={endpoint!r})
+    result = cluster_workload.run(conn, seed=5, orders=300, epochs=2)
+    print(json.dumps(result))
+''')
+
+
+@pytest.fixture(scope="module")
+def connect_url(spark_cluster):
+    return spark_cluster.start_connect_server()
+
+
+def test_differential_workload_over_spark_connect_with_an_s3_warehouse(tmp_path, connect_url, bucket, s3_server):
+    """The Connect server's driver has a /tmp of its own too; the client is another process."""
+    script = tmp_path / "client.py"
+    script.write_text(CONNECT_CLIENT.format(tests=os.path.dirname(__file__), url=connect_url,
+                                            warehouse=f"s3://{bucket}/wh-{uuid.uuid4().hex[:8]}",
+                                            endpoint=s3_server.endpoint))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=900,
+                         env=dict(os.environ, **s3_server.env))
+    assert out.returncode == 0, out.stderr[-4000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["lagged_epochs"] == 2
+    _assert_runs_by_key_range(result["files"]["orders"]["output"], "orders over Spark Connect")
