@@ -226,7 +226,11 @@ class Connection:
         try:
             return spark_engine.run_query(sql, views)
         except Exception as e:
-            raise ProgrammingError(str(e).splitlines()[0]) from None
+            from .engine.spark import spark_error
+
+            raise ProgrammingError(spark_error(e)) from None
+        finally:
+            self.wh.release_spark()
 
     def duckdb_sql(self, query: exp.Expression, rels: dict) -> str:
         """The query in DuckDB's dialect with PostgreSQL's semantics (integer division)."""
@@ -480,21 +484,10 @@ class Cursor:
                 raise ProgrammingError(f'column "{name}" of relation "{s.table}" does not exist')
             assigned[name] = value
         engine = conn.wh.dml_engine(s.table)
-        current = conn.wh.pending_rows(s.table, engine)
-        cond = f" WHERE {s.where.sql(dialect='duckdb')}" if s.where is not None else ""
-        new_cols = []
-        for c in obj.columns:
-            if c.name in assigned:
-                new_cols.append(f"CAST({assigned[c.name].sql(dialect='duckdb')} AS {sqltypes.duckdb_type(c.type)}) "
-                                f"AS {quote(c.name)}")
-            else:
-                new_cols.append(quote(c.name))
-        old_keys = [f"{quote(k)} AS {quote('_old_' + k)}" for k in obj.stream_key]
         try:
-            changed = engine.to_arrow(engine.sql(
-                f"SELECT {', '.join(new_cols + old_keys)} FROM {quote(s.table)}{cond}", **{s.table: current}))
-        except Exception as e:
-            raise ProgrammingError(f"UPDATE {s.table}: {str(e).splitlines()[0]}") from None
+            changed = self._updated_rows(s, obj, assigned, engine)
+        finally:
+            conn.wh.release_spark()
         self.rowcount = changed.num_rows
         if not changed.num_rows:
             self._after_dml()
@@ -517,16 +510,38 @@ class Cursor:
         conn.wh.stage(s.table, rows, [-1] * deletes.num_rows + [1] * upserts.num_rows)
         self._after_dml()
 
+    def _updated_rows(self, s: st.Update, obj, assigned: dict, engine) -> pa.Table:
+        """Each row an UPDATE touches, as it becomes, with its old stream key (`_old_<key>`): found
+        by `engine` (on Spark for a large table, only these rows reaching this process)."""
+        current = self.conn.wh.pending_rows(s.table, engine)
+        cond = f" WHERE {s.where.sql(dialect='duckdb')}" if s.where is not None else ""
+        new_cols = []
+        for c in obj.columns:
+            if c.name in assigned:
+                new_cols.append(f"CAST({assigned[c.name].sql(dialect='duckdb')} AS {sqltypes.duckdb_type(c.type)}) "
+                                f"AS {quote(c.name)}")
+            else:
+                new_cols.append(quote(c.name))
+        old_keys = [f"{quote(k)} AS {quote('_old_' + k)}" for k in obj.stream_key]
+        try:
+            return engine.to_arrow(engine.sql(
+                f"SELECT {', '.join(new_cols + old_keys)} FROM {quote(s.table)}{cond}", **{s.table: current}))
+        except Exception as e:
+            raise ProgrammingError(f"UPDATE {s.table}: {str(e).splitlines()[0]}") from None
+
     def _do_delete(self, s: st.Delete):
         conn = self.conn
         obj = self._modifiable(s.table, "DELETE")
         engine = conn.wh.dml_engine(s.table)
-        current = conn.wh.pending_rows(s.table, engine)
         cond = f" WHERE {s.where.sql(dialect='duckdb')}" if s.where is not None else ""
         try:
-            gone = engine.to_arrow(engine.sql(f"SELECT * FROM {quote(s.table)}{cond}", **{s.table: current}))
-        except Exception as e:
-            raise ProgrammingError(f"DELETE FROM {s.table}: {str(e).splitlines()[0]}") from None
+            current = conn.wh.pending_rows(s.table, engine)
+            try:
+                gone = engine.to_arrow(engine.sql(f"SELECT * FROM {quote(s.table)}{cond}", **{s.table: current}))
+            except Exception as e:
+                raise ProgrammingError(f"DELETE FROM {s.table}: {str(e).splitlines()[0]}") from None
+        finally:
+            conn.wh.release_spark()
         self.rowcount = gone.num_rows
         if gone.num_rows:
             conn.wh.stage(s.table, gone.select([c.name for c in obj.columns]), [-1] * gone.num_rows)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -32,6 +33,22 @@ from .base import Engine, ParquetScan
 @functools.lru_cache(maxsize=4096)
 def to_spark_sql(query: str) -> str:
     return sqlglot.transpile(query, read="duckdb", write="spark")[0]
+
+
+@functools.lru_cache(maxsize=4096)
+def spark_template(query: str, names: tuple[str, ...]) -> str:
+    """`query` in Spark SQL with each reference to a relation of `names` renamed to a marker
+    (`rwrel_<name>_rwrel`, keeping the old name as its alias) that SparkEngine.sql replaces with
+    the temporary view of one call. Over Spark Connect a lazy DataFrame is analysed only when it
+    runs: had it read a view by a name a later rule reuses, it would read that rule's relation."""
+    tree = sqlglot.parse_one(query, read="duckdb")
+    ctes = {c.alias_or_name for c in tree.find_all(sqlglot.exp.CTE)}
+    for table in tree.find_all(sqlglot.exp.Table):
+        if table.name in names and table.name not in ctes and not table.args.get("db"):
+            if not table.alias:
+                table.set("alias", sqlglot.exp.TableAlias(this=sqlglot.exp.to_identifier(table.name)))
+            table.set("this", sqlglot.exp.to_identifier(f"rwrel_{table.name}_rwrel"))
+    return tree.sql(dialect="spark")
 
 
 def ensure_java() -> None:
@@ -162,7 +179,19 @@ class SparkEngine(Engine):
         self.file_bytes = file_bytes  # what an output file of a step aims at (in memory, as Arrow)
         self._n = 0
         self._files: dict[int, object] = {}  # id(store) -> its WarehouseFiles
+        self._ids = itertools.count()
+        self._views: list[str] = []  # temporary views of this step's rules (release() drops them)
         ship_package(session)
+
+    def release(self) -> None:
+        """Drop the temporary views the rules registered since the last release (a step, a query
+        or a statement is over: nothing reads its relations any more)."""
+        views, self._views = self._views, []
+        for view in views:
+            try:
+                self.spark.catalog.dropTempView(view)
+            except Exception:  # noqa: BLE001 - a view left behind costs memory, not correctness
+                pass
 
     def warehouse_files(self, store):
         got = self._files.get(id(store))
@@ -229,10 +258,14 @@ class SparkEngine(Engine):
         return rel
 
     def sql(self, query: str, lazy: bool = False, **relations):
+        spark_sql = spark_template(query, tuple(sorted(relations)))
         for name, rel in relations.items():
-            self._df(rel).createOrReplaceTempView(name)
+            view = f"rw_v{next(self._ids)}"
+            self._df(rel).createOrReplaceTempView(view)
+            self._views.append(view)
+            spark_sql = spark_sql.replace(f"rwrel_{name}_rwrel", view)
         try:
-            df = self.spark.sql(to_spark_sql(query))
+            df = self.spark.sql(spark_sql)
         except Exception as e:
             raise OperationalError(f"Spark could not run a step rule: {spark_error(e)}") from None
         return df if lazy else df.localCheckpoint(eager=True)

@@ -499,7 +499,19 @@ class Warehouse:
                 out[obj.name] = n
         return out
 
+    def release_spark(self) -> None:
+        """A statement or a step is over: let Spark drop what its rules registered."""
+        engine = self._spark_engine
+        if engine is not None and hasattr(engine, "release"):
+            engine.release()
+
     def refresh(self, name: str) -> int:
+        try:
+            return self._refresh(name)
+        finally:
+            self.release_spark()
+
+    def _refresh(self, name: str) -> int:
         obj = self.get(name)
         if obj.kind == catalogs.SINK:  # deliver what its input committed; raises once retries are exhausted
             from ..sinks.delivery import deliver
