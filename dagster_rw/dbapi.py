@@ -39,12 +39,18 @@ def connect(warehouse: str | None = None, spark=None, **options) -> Connection:
     `spark_warehouse_url` (the warehouse as the Spark cluster's file system reads it, such as
     `s3a://bucket/prefix`; without it Spark tasks read an S3 warehouse with pyarrow, and a local
     one at its own path, which on a cluster must be a shared folder), `spark_file_bytes` (the size
-    a Spark step aims at per output file).
+    a Spark step aims at per output file), `cache_bytes` (the bound of this process's cache of
+    decoded state files, 4 GB by default or DAGSTER_RW_SST_CACHE_BYTES; shared by its connections).
     """
     store = open_store(warehouse, options.pop("s3_endpoint_url", None), spark_url=options.pop("spark_warehouse_url", None),
                        aws_access_key_id=options.pop("aws_access_key_id", None),
                        aws_secret_access_key=options.pop("aws_secret_access_key", None),
                        region_name=options.pop("aws_region", None))
+    cache_bytes = options.pop("cache_bytes", None)
+    if cache_bytes is not None:
+        from .storage import sst_cache
+
+        sst_cache.set_limit(cache_bytes)
     return Connection(store, spark, options)
 
 
@@ -442,7 +448,7 @@ class Cursor:
 
         planner = Planner(self.conn.wh.catalog().get, inner.sql, inner.name, self.conn.engine)
         plan = planner.plan(inner.query, inner.emit_on_window_close)
-        lines = explainer.explain(plan)
+        lines = explainer.explain(plan, self.conn.wh.options["spark_broadcast_rows"])
         self._columns(["QUERY PLAN"], [(line,) for line in lines])
 
     def _do_query(self, s: st.Query):

@@ -172,6 +172,7 @@ def test_explain_shows_operators_stream_keys_and_state(conn):
     assert "StreamHashJoin" in plan and "StreamHashAgg" in plan
     assert "stream key: [item_id, id, id]" in plan or "stream key: [item_id" in plan
     assert "per-group accumulators" in plan
+    assert "on Spark: a change of at most 1,000,000 rows is broadcast" in plan  # how a Spark step joins
     assert conn.execute("SHOW MATERIALIZED VIEWS").fetchall() == []  # EXPLAIN creates nothing
 
 

@@ -152,3 +152,34 @@ def test_differential_workload_over_spark_connect_with_an_s3_warehouse(tmp_path,
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["lagged_epochs"] == 2
     _assert_runs_by_key_range(result["files"]["orders"]["output"], "orders over Spark Connect")
+
+
+def test_a_spark_step_broadcasts_a_small_change_and_shuffles_a_large_one(spark, tmp_path):
+    """The choice is by the change's size (manifests tell it, no job needed); status and the
+    step's figures say which was made; the view is right either way."""
+    from oracle import Oracle, assert_same
+
+    conn = dagster_rw.connect(str(tmp_path / "wh"), spark=spark, engine="spark", spark_broadcast_rows=50)
+    oracle = Oracle()
+    view = "SELECT d.name, count(*) AS n, max(t.v) AS mx FROM t JOIN d ON t.k = d.k GROUP BY d.name"
+    for sql in ("CREATE TABLE t (id INT PRIMARY KEY, k INT, v INT)", "CREATE TABLE d (k INT PRIMARY KEY, name VARCHAR)"):
+        conn.execute(sql)
+        oracle.execute(sql)
+    rows = ", ".join(f"({i}, {i % 9}, {i * 7 % 31})" for i in range(200))
+    names = ", ".join(f"({k}, 'n{k % 4}')" for k in range(9))
+    for table, values in (("t", rows), ("d", names)):
+        conn.execute(f"INSERT INTO {table} VALUES {values}")
+        oracle.upsert(table, values)
+    conn.execute("FLUSH")
+    plan = "\n".join(r[0] for r in conn.execute(f"EXPLAIN CREATE MATERIALIZED VIEW m AS {view}").fetchall())
+    assert "a change of at most 50 rows is broadcast" in plan
+    conn.execute(f"CREATE MATERIALIZED VIEW m AS {view}")
+    oracle.execute(f"CREATE VIEW m AS {view}")
+    assert conn.wh.status(["m"])[0]["spark_joins"] == "shuffle"  # the backfill reads 209 rows
+    assert_same(conn.execute("SELECT * FROM m").fetchall(), oracle.rows("SELECT * FROM m"), "m after its backfill")
+    for sql in ("UPDATE t SET v = 100 WHERE id = 3", "DELETE FROM d WHERE k = 4"):
+        conn.execute(sql)
+        oracle.execute(sql)
+    conn.execute("FLUSH")
+    assert conn.wh.status(["m"])[0]["spark_joins"] == "broadcast"
+    assert_same(conn.execute("SELECT * FROM m").fetchall(), oracle.rows("SELECT * FROM m"), "m after a small epoch")

@@ -264,7 +264,7 @@ def test_a_background_merge_of_files_another_process_replaced_is_discarded(tmp_p
         a.execute(f"INSERT INTO t VALUES ({i}, {i})")
         a.execute("FLUSH")
     (merge,) = [m for (name, _), m in a.wh.compactor._merges.items() if name == "t"]
-    merged = merge.future.result().key
+    (merged,) = [f.key for f in merge.future.result()]
     assert a.wh.store.exists(merged)
     b = dagster_rw.connect(wh, gc_grace_seconds=0)
     assert b.compact("t") >= 3  # another process merges every file into one

@@ -42,6 +42,11 @@ class RwResource(dg.ConfigurableResource):
     spark_conf: dict[str, str] = Field(default_factory=dict, description="Settings for an embedded local session.")
     engine: str = Field(default="auto", description="'auto' (by step size), 'duckdb' or 'spark'.")
     spark_threshold_rows: int = Field(default=2_000_000, description="Steps reading more rows than this use Spark.")
+    spark_warehouse_url: str | None = Field(
+        default=None, description="The warehouse as the Spark cluster's file system reads it (e.g. s3a://bucket/prefix); "
+                                  "without it, executors read an S3 warehouse with pyarrow.")
+    cache_bytes: int | None = Field(
+        default=None, description="Bound of the process's cache of decoded state files (default 4 GB).")
     check_full_max_rows: int = Field(default=100_000,
                                      description="The batch-equality check compares whole views up to this size, "
                                                  "and a sample of keys above it.")
@@ -78,6 +83,7 @@ class RwResource(dg.ConfigurableResource):
                 self.warehouse, spark=self._spark_factory(), s3_endpoint_url=self.s3_endpoint_url,
                 aws_access_key_id=self.aws_access_key_id, aws_secret_access_key=self.aws_secret_access_key,
                 aws_region=self.aws_region, engine=self.engine, spark_threshold_rows=self.spark_threshold_rows,
+                spark_warehouse_url=self.spark_warehouse_url, cache_bytes=self.cache_bytes,
                 **{k: _option_value(v) for k, v in self.warehouse_options.items()})
         return self._conn
 

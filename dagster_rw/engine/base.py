@@ -26,8 +26,10 @@ class ParquetScan:
 class Engine:
     name = "abstract"
 
-    def sql(self, query: str, **relations):
-        """Run `query` (DuckDB dialect) over the named relations; returns this engine's relation type."""
+    def sql(self, query: str, lazy: bool = False, broadcast: tuple = (), **relations):
+        """Run `query` (DuckDB dialect) over the named relations; returns this engine's relation type.
+        `broadcast` names the relations that come from a step's change (the keys a lookup of state
+        looks for): on Spark, broadcast to the state's partitions or shuffled, by the step's size."""
         raise NotImplementedError
 
     def to_arrow(self, relation) -> pa.Table:

@@ -181,11 +181,16 @@ class SparkEngine(Engine):
         self._files: dict[int, object] = {}  # id(store) -> its WarehouseFiles
         self._ids = itertools.count()
         self._views: list[str] = []  # temporary views of this step's rules (release() drops them)
+        # how a step's change meets the state it looks up: "broadcast" (a small change, sent to
+        # every task reading the state) or "shuffle_hash" (both sides shuffled by the key); None:
+        # Spark decides (batch queries)
+        self.join_strategy: str | None = None
         ship_package(session)
 
     def release(self) -> None:
         """Drop the temporary views the rules registered since the last release (a step, a query
         or a statement is over: nothing reads its relations any more)."""
+        self.join_strategy = None
         views, self._views = self._views, []
         for view in views:
             try:
@@ -257,11 +262,14 @@ class SparkEngine(Engine):
             return self.scan(rel)
         return rel
 
-    def sql(self, query: str, lazy: bool = False, **relations):
+    def sql(self, query: str, lazy: bool = False, broadcast: tuple = (), **relations):
         spark_sql = spark_template(query, tuple(sorted(relations)))
         for name, rel in relations.items():
             view = f"rw_v{next(self._ids)}"
-            self._df(rel).createOrReplaceTempView(view)
+            df = self._df(rel)
+            if name in broadcast and self.join_strategy is not None:
+                df = df.hint(self.join_strategy)
+            df.createOrReplaceTempView(view)
             self._views.append(view)
             spark_sql = spark_sql.replace(f"rwrel_{name}_rwrel", view)
         try:

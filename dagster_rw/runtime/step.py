@@ -55,9 +55,12 @@ def output_table(wh, obj: CatalogObject, m: Manifest, engine=None) -> StateTable
 class StepContext:
     """What operators see of a step: the engine, their state tables, and the input deltas."""
 
-    def __init__(self, wh, obj: CatalogObject, m: Manifest, target: int, backfill: bool, engine):
+    def __init__(self, wh, obj: CatalogObject, m: Manifest, target: int, backfill: bool, engine,
+                 input_rows: int = 0):
         self.wh = wh
         self.engine = engine
+        if engine is not wh.engine:  # on Spark: how the change meets the state, by the change's size
+            engine.join_strategy = spark_join_strategy(wh, input_rows)
         self.obj = obj
         self.manifest = m
         self.target = target
@@ -141,6 +144,13 @@ class StepContext:
         return rel
 
 
+def spark_join_strategy(wh, change_rows: int) -> str:
+    """How a Spark step joins its change with the state it looks up: the change's keys broadcast
+    to the tasks reading the state while the step reads at most `spark_broadcast_rows` change
+    rows; above that, both sides shuffled by the key (a hash join per partition)."""
+    return "broadcast" if change_rows <= wh.options["spark_broadcast_rows"] else "shuffle_hash"
+
+
 def target_epoch(wh, obj: CatalogObject, committed: int) -> int:
     """The newest epoch every input has committed and that no input's change file straddles (a
     view without inputs, over SELECT without FROM, follows the newest epoch)."""
@@ -170,7 +180,8 @@ def refresh_view(wh, obj: CatalogObject, plan) -> int:
         if target <= m.epoch:
             return m.epoch
     t0 = time.perf_counter()
-    ctx = StepContext(wh, obj, m, target, backfill, wh.step_engine(_input_rows(wh, obj, m, backfill, target)))
+    rows = _input_rows(wh, obj, m, backfill, target)
+    ctx = StepContext(wh, obj, m, target, backfill, wh.step_engine(rows), rows)
     if ctx.engine is not wh.engine:
         wh.settle(obj.inputs)  # Spark reads the inputs' files: they must be written
     root_delta = dataflow.run(plan, ctx)
@@ -192,7 +203,8 @@ def refresh_table(wh, obj: CatalogObject) -> int:
     t0 = time.perf_counter()
     batches = epochs.batches_for(wh.store, obj.name, committed, target)
     try:
-        ctx = StepContext(wh, obj, m, target, False, wh.step_engine(_batch_rows(wh, batches)))
+        rows = _batch_rows(wh, batches)
+        ctx = StepContext(wh, obj, m, target, False, wh.step_engine(rows), rows)
         delta, writes, order = table_change(wh, obj, m, batches, ctx.engine)
         for key in batches:  # applied: a retry after a failed commit reads the files again
             sst_cache.discard(wh.store.cache_path(key))
@@ -447,6 +459,8 @@ def _finish_commit(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, tables
         "rows_deleted": int(counts["del"]),
         "step_seconds": round(time.perf_counter() - t0, 6),
         "engine": ctx.engine.name,
+        **({"spark_joins": "broadcast" if ctx.engine.join_strategy == "broadcast" else "shuffle"}
+           if ctx.engine is not wh.engine else {}),
         "committed_at": time.time(),
     }
     wh.settle(obj.inputs)  # never commit past an input whose own commit is still in flight or failed

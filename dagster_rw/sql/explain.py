@@ -108,7 +108,9 @@ def _describe(node: Node) -> tuple[str, str]:
     return type(node).__name__, "?"
 
 
-def explain(root: Node) -> list[str]:
+def explain(root: Node, broadcast_rows: int | None = None) -> list[str]:
+    """The plan, one operator per line with its stream key and state; with `broadcast_rows`, how
+    a Spark step joins a change with the state of each join (by the change's size)."""
     lines: list[str] = []
 
     def visit(node: Node, depth: int):
@@ -117,6 +119,9 @@ def explain(root: Node) -> list[str]:
         lines.append(f"{pad}{head}")
         lines.append(f"{pad}  stream key: {_names(node, node.stream_key)}")
         lines.append(f"{pad}  state: {state}")
+        if broadcast_rows is not None and isinstance(node, Join) and not isinstance(node, LookupJoin):
+            lines.append(f"{pad}  on Spark: a change of at most {broadcast_rows:,} rows is broadcast to the tasks "
+                         f"reading the other side's state; a larger one is shuffled with that state by the join key")
         for c in node.children:
             visit(c, depth + 1)
 

@@ -53,6 +53,14 @@ def _insert(path: str, f: _File) -> _File:
     return f
 
 
+def set_limit(nbytes: int) -> None:
+    """Bound the cache to `nbytes` of decoded files (process-wide), evicting down to it now."""
+    global _LIMIT
+    with _lock:
+        _LIMIT = int(nbytes)
+        _grow(0)
+
+
 def _grow(nbytes: int) -> None:
     """Account for nbytes more in the cache (the lock is held) and evict down to the limit."""
     global _bytes

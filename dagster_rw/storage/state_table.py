@@ -53,7 +53,7 @@ class StateTable:
 
     def _merged(self, where: str) -> str:
         cols = ", ".join(quote(c) for c in self.columns)
-        if len(self.files) <= 1:
+        if len(manifests.runs(self.files)) <= 1:  # one file, or one run of files with disjoint keys
             return f"SELECT {cols} FROM rw_state WHERE NOT {DELETED}{' AND ' + where if where else ''}"
         part = ", ".join(quote(c) for c in self.pk) if self.pk else "1"
         return (
@@ -76,7 +76,7 @@ class StateTable:
                 return found
         cond = " AND ".join(f"rw_keys.{quote(c)} IS NOT DISTINCT FROM rw_state.{quote(c)}" for c in on)
         where = f"EXISTS (SELECT 1 FROM rw_keys WHERE {cond})"
-        return self.engine.sql(self._merged(where), rw_state=self._scan(), rw_keys=keys)
+        return self.engine.sql(self._merged(where), broadcast=("rw_keys",), rw_state=self._scan(), rw_keys=keys)
 
     def _lookup_by_search(self, keys: pa.Table, on: list[str], cols: list[str]):
         """Binary-search each sorted file for the wanted keys, then merge versions and apply the

@@ -1,0 +1,193 @@
+"""The Spark path at scale: a backfill and a large epoch against Spark's own batch query, the
+driver's memory meanwhile, and (optionally) the same on a standalone cluster with an S3 warehouse.
+
+The view is incremental_vs_full.py's join + aggregate with a MAX:
+
+    SELECT i.category, count(*), sum(v.length), max(v.length)
+    FROM visit v JOIN info i ON v.product = i.product GROUP BY i.category
+
+Per size, on a local Spark (`local[2]`, driver heap `--driver-memory`, 1g by default) and a local
+warehouse: load the visits in 5M-row inserts and apply them in one FLUSH (a large table step on
+Spark), CREATE the view (its backfill), then change 10% of the visits (rows replaced by new random
+rows, by key) and FLUSH (a large epoch through the join and the aggregate). In the same process,
+Spark runs the view's query in batch over the same tables' files (warm: the best of three). Prints
+each time, the ratios, the number of files each step wrote, and the driver's peak memory: the
+Python process's and the JVM's resident set (VmHWM) and the JVM heap's peak use.
+
+    python benchmarks/spark_scale.py                        # 50M and 200M rows
+    python benchmarks/spark_scale.py 2000000                # other sizes
+    python benchmarks/spark_scale.py --cluster-s3 20000000  # on a private-/tmp cluster, S3 warehouse
+
+`--cluster-s3 N` starts a standalone cluster (its worker with a /tmp of its own, as the tests do)
+and moto's S3 server, and measures the backfill and the 10% epoch of N rows there.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import warnings
+
+import numpy as np
+import pyarrow as pa
+
+warnings.filterwarnings("ignore")
+
+import dagster_rw
+from dagster_rw.engine.spark import local_session
+
+PRODUCTS = 100_000
+CATEGORIES = 1_000
+CHUNK = 5_000_000
+VIEW = ("SELECT i.category, count(*) AS visits, sum(v.length) AS total, max(v.length) AS longest "
+        "FROM visit v JOIN info i ON v.product = i.product GROUP BY i.category")
+
+
+def visits(rng, ids: np.ndarray) -> pa.Table:
+    return pa.table({
+        "id": pa.array(ids, pa.int64()),
+        "product": pa.array(rng.integers(0, PRODUCTS, len(ids)), pa.int32()),
+        "uid": pa.array(rng.integers(0, 1_000_000, len(ids)), pa.int32()),
+        "length": pa.array(rng.integers(1, 3_600, len(ids)), pa.int32()),
+    })
+
+
+class DriverMemory:
+    """The driver's peak memory: this process's and the JVM's resident sets, the JVM heap's peak
+    use (sampled every 0.2 s from the JVM's memory pools)."""
+
+    def __init__(self, spark):
+        self.spark = spark
+        self.jvm_pid = spark._jvm.java.lang.ProcessHandle.current().pid()
+        self.heap_peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        runtime = self.spark._jvm.java.lang.Runtime.getRuntime()
+        while not self._stop.wait(0.2):
+            try:
+                self.heap_peak = max(self.heap_peak, runtime.totalMemory() - runtime.freeMemory())
+            except Exception:  # noqa: BLE001 - the gateway is closing
+                return
+
+    def report(self) -> str:
+        with open(f"/proc/{self.jvm_pid}/status") as f:
+            hwm = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM"))
+        max_heap = self.spark._jvm.java.lang.Runtime.getRuntime().maxMemory()
+        python = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        return (f"driver peak memory: Python RSS {python / 2**20:.0f} MB, JVM RSS {hwm / 2**20:.0f} MB, "
+                f"JVM heap used {self.heap_peak / 2**20:.0f} MB of {max_heap / 2**20:.0f} MB")
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def spark_batch(spark, conn) -> float:
+    """The view's query run in batch by Spark over the tables' current files (newest versions)."""
+    engine = conn.wh.spark_engine()
+    for name in ("visit", "info"):
+        from dagster_rw.runtime.step import output_table
+
+        obj = conn.wh.catalog().get(name)
+        engine.sql("SELECT * FROM s", lazy=True, s=output_table(conn.wh, obj, conn.wh.manifest(name), engine)
+                   .read_all()).createOrReplaceTempView(name)
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        spark.sql(VIEW).collect()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def files_of(conn, name: str) -> str:
+    m = conn.wh.manifest(name)
+    return ", ".join(f"{table} {len(files)}" for table, files in sorted(m.state.items()))
+
+
+def run_size(spark, warehouse: str, rows: int, **options) -> None:
+    rng = np.random.default_rng(rows)
+    conn = dagster_rw.connect(warehouse, spark=spark, engine="spark", **options)
+    conn.execute("CREATE TABLE info (product INT PRIMARY KEY, category INT)")
+    conn.execute("CREATE TABLE visit (id BIGINT PRIMARY KEY, product INT, uid INT, length INT)")
+    conn.insert("info", pa.table({"product": pa.array(np.arange(PRODUCTS), pa.int32()),
+                                  "category": pa.array(np.arange(PRODUCTS) % CATEGORIES, pa.int32())}))
+    t0 = time.perf_counter()
+    for start in range(0, rows, CHUNK):
+        conn.insert("visit", visits(rng, np.arange(start, min(rows, start + CHUNK))))
+    staged = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    conn.flush()
+    load = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    conn.execute(f"CREATE MATERIALIZED VIEW longest_visit AS {VIEW}")
+    backfill = time.perf_counter() - t0
+    batch = spark_batch(spark, conn)
+    print(f"rows={rows:>11,}  staged in {staged:.1f}s; table FLUSH on Spark {load:.1f}s (files: "
+          f"{files_of(conn, 'visit')}); backfill {backfill:.1f}s (files: {files_of(conn, 'longest_visit')}); "
+          f"Spark batch query {batch:.1f}s; backfill / batch = {backfill / batch:.2f}x", flush=True)
+    change = rows // 10
+    conn.insert("visit", visits(rng, rng.choice(rows, change, replace=False)))
+    t0 = time.perf_counter()
+    conn.flush()
+    epoch = time.perf_counter() - t0
+    batch = spark_batch(spark, conn)
+    print(f"    10% epoch ({change:,} rows replaced) {epoch:.1f}s; Spark batch query {batch:.1f}s; "
+          f"epoch / batch = {epoch / batch:.2f}x", flush=True)
+    got = sorted(conn.execute("SELECT * FROM longest_visit").fetchall())
+    want = sorted(tuple(r) for r in spark.sql(VIEW).collect())
+    assert got == want, "the view differs from Spark's batch answer"
+    conn.close()
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("sizes", nargs="*", type=int)
+    parser.add_argument("--driver-memory", default="1g")
+    parser.add_argument("--cluster-s3", type=int, default=None, metavar="ROWS")
+    args = parser.parse_args(argv)
+    root = os.environ.get("BENCH_DIR") or tempfile.mkdtemp(prefix="rw_spark_scale_", dir="/var/tmp")
+    if args.cluster_s3:
+        return cluster_s3(args.cluster_s3, root, args.driver_memory)
+    spark = local_session(conf={"spark.driver.memory": args.driver_memory, "spark.local.dir": root})
+    memory = DriverMemory(spark)
+    for rows in args.sizes or [50_000_000, 200_000_000]:
+        wh = os.path.join(root, f"wh_{rows}")
+        shutil.rmtree(wh, ignore_errors=True)
+        run_size(spark, wh, rows)
+        shutil.rmtree(wh, ignore_errors=True)
+        print("    " + memory.report(), flush=True)
+    memory.stop()
+    shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+def cluster_s3(rows: int, root: str, driver_memory: str) -> int:
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
+    from s3_server import MotoS3
+    from spark_cluster import SparkCluster
+
+    with SparkCluster() as cluster, MotoS3() as s3:
+        s3.create_bucket("bench")
+        spark = local_session(master=cluster.master_url, conf={
+            "spark.driver.memory": driver_memory, "spark.cores.max": "2", "spark.executor.memory": "4g",
+            "spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
+        memory = DriverMemory(spark)
+        print(f"standalone cluster, worker with its own /tmp: {cluster.private_tmp}; warehouse on moto's S3",
+              flush=True)
+        run_size(spark, "s3://bench/wh", rows, s3_endpoint_url=s3.endpoint)
+        print("    " + memory.report(), flush=True)
+        memory.stop()
+        spark.stop()
+    shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
