@@ -50,6 +50,12 @@ def spark(spark_cluster):
 
 
 @pytest.fixture(scope="session")
+def spark_connect_url(spark_cluster):
+    """A Spark Connect server (local[2]) whose driver has a /tmp of its own, for the whole run."""
+    return spark_cluster.start_connect_server()
+
+
+@pytest.fixture(scope="session")
 def s3_server():
     """moto's S3 server over HTTP for the whole run (tests make their own buckets or prefixes)."""
     from s3_server import MotoS3

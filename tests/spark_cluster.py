@@ -115,7 +115,7 @@ class SparkCluster:
                    "org.apache.spark.sql.connect.service.SparkConnectServer", "--name", "Spark Connect server",
                    "--master", master, "--conf", f"spark.connect.grpc.binding.port={port}",
                    "--conf", "spark.sql.session.timeZone=UTC", "--conf", "spark.ui.enabled=false",
-                   "--conf", "spark.driver.memory=2g", "--conf", "spark.sql.shuffle.partitions=4",
+                   "--conf", "spark.driver.memory=3g", "--conf", "spark.sql.shuffle.partitions=4",
                    "--conf", "spark.local.dir=/tmp"]
         self._spawn(command, log, self.private_tmp, self.env)
         _wait_for(lambda: _listening(port), "the Spark Connect server", log, timeout=180)

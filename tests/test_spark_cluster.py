@@ -1,6 +1,7 @@
 """The Spark path on a real standalone cluster whose worker sees a /tmp of its own (as a worker on
-another host would): executors read and write the warehouse themselves, on S3 through pyarrow and
-on a shared folder through Spark's own reader, and a step's outputs are runs of files by key range.
+another host would): executors read and write an S3 warehouse themselves (a shared folder, read by
+Spark's own reader, is the warehouse of test_spark_engine and test_spark_connect), and a step's
+outputs are runs of files by key range.
 """
 from __future__ import annotations
 
@@ -94,8 +95,8 @@ def test_differential_workload_on_the_cluster_with_an_s3_warehouse(spark, bucket
     url = f"s3://{bucket}/wh-{uuid.uuid4().hex[:8]}"
     conn = dagster_rw.connect(url, spark=spark, engine="spark", spark_file_bytes=4096,
                               aws_access_key_id="testing", aws_secret_access_key=SECRET)
-    result = cluster_workload.run(conn)
-    assert result["lagged_epochs"] == 3
+    result = cluster_workload.run(conn, orders=400, epochs=2)
+    assert result["lagged_epochs"] == 2
     # the backfill and the large steps are split over several files, by key range
     _assert_runs_by_key_range(result["files"]["orders"]["output"], "orders")
     assert any(len(files) > 1 for files in result["files"]["sales"].values())
@@ -114,14 +115,6 @@ def test_differential_workload_on_the_cluster_with_an_s3_warehouse(spark, bucket
     assert SECRET not in plan and "testing" not in plan
 
 
-def test_differential_workload_on_the_cluster_with_a_shared_folder(spark, tmp_path):
-    """A local warehouse in a folder the worker shares: Spark's own reader, tasks write in place."""
-    conn = dagster_rw.connect(str(tmp_path / "wh"), spark=spark, engine="spark", spark_file_bytes=4096)
-    result = cluster_workload.run(conn, seed=11, epochs=2)
-    assert result["lagged_epochs"] == 2
-    _assert_runs_by_key_range(result["files"]["orders"]["output"], "orders")
-
-
 CONNECT_CLIENT = textwrap.dedent('''
     import json, sys, warnings
     warnings.filterwarnings("ignore")
@@ -135,15 +128,11 @@ CONNECT_CLIENT = textwrap.dedent('''
 ''')
 
 
-@pytest.fixture(scope="module")
-def connect_url(spark_cluster):
-    return spark_cluster.start_connect_server()
-
-
-def test_differential_workload_over_spark_connect_with_an_s3_warehouse(tmp_path, connect_url, bucket, s3_server):
+def test_differential_workload_over_spark_connect_with_an_s3_warehouse(tmp_path, spark_connect_url, bucket,
+                                                                       s3_server):
     """The Connect server's driver has a /tmp of its own too; the client is another process."""
     script = tmp_path / "client.py"
-    script.write_text(CONNECT_CLIENT.format(tests=os.path.dirname(__file__), url=connect_url,
+    script.write_text(CONNECT_CLIENT.format(tests=os.path.dirname(__file__), url=spark_connect_url,
                                             warehouse=f"s3://{bucket}/wh-{uuid.uuid4().hex[:8]}",
                                             endpoint=s3_server.endpoint))
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=900,

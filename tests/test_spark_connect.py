@@ -1,50 +1,24 @@
 """Steps and batch reads over Spark Connect (`spark="sc://host:port"`), against a real Connect server.
 
-The server is started from the pyspark package (`sbin/start-connect-server.sh`) on a free loopback
-port; the client runs in its own process so it does not meet this run's classic Spark session.
+The server (conftest's spark_connect_url) runs with a /tmp of its own, so it reads the warehouse
+(a folder under /var/tmp) as a cluster reads a shared mount; the client runs in its own process so
+it does not meet this run's classic Spark session.
 """
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 
 pytestmark = pytest.mark.spark
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def connect_url(tmp_path_factory):
-    import pyspark
-
-    home = os.path.dirname(pyspark.__file__)
-    logs = str(tmp_path_factory.mktemp("spark_connect"))
-    env = dict(os.environ, SPARK_HOME=home, SPARK_LOG_DIR=logs, SPARK_PID_DIR=logs, SPARK_LOCAL_IP="127.0.0.1")
-    port = _free_port()
-    subprocess.run([os.path.join(home, "sbin", "start-connect-server.sh"), "--master", "local[2]",
-                    "--conf", f"spark.connect.grpc.binding.port={port}",
-                    "--conf", "spark.sql.session.timeZone=UTC", "--conf", "spark.ui.enabled=false"],
-                   env=env, check=True, capture_output=True)
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        time.sleep(0.5)
-    else:
-        pytest.fail(f"the Spark Connect server did not listen on {port}; logs in {logs}")
-    yield f"sc://127.0.0.1:{port}"
-    subprocess.run([os.path.join(home, "sbin", "stop-connect-server.sh")], env=env, capture_output=True)
+@pytest.fixture
+def connect_url(spark_connect_url):
+    return spark_connect_url
 
 
 CLIENT = textwrap.dedent('''

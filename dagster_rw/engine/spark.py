@@ -230,9 +230,9 @@ class SparkEngine(Engine):
             return []
         parts = max(1, math.ceil(rows * row_bytes(schema) / self.file_bytes))
         range_keys = list(sort_keys if range_keys is None else range_keys)
-        if range_keys:
+        if range_keys and parts > 1:  # Spark samples the keys for the ranges: a job of its own
             df = df.repartitionByRange(parts, *[F.col(f"`{k}`").asc_nulls_first() for k in range_keys])
-        else:
+        else:  # one file's worth: shuffled into one task, which sorts and writes it
             df = df.repartition(parts)
         if sort_keys:
             df = df.sortWithinPartitions(*[F.col(f"`{k}`").asc_nulls_first() for k in sort_keys])
