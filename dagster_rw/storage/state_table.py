@@ -67,6 +67,8 @@ class StateTable:
 
     def lookup(self, keys, on: list[str]):
         """Live rows whose columns `on` (a prefix of the key) equal those of some row of `keys`."""
+        if not self.files:  # nothing stored yet (a first load, a backfill): no query, no Spark job
+            return self.schema.empty_table()
         if not on:
             return self.read_all()
         cols = sst_cache.usable_prefix(self.schema, on) if isinstance(keys, pa.Table) and self.files else []
