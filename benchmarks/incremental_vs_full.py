@@ -35,37 +35,23 @@ import time
 import warnings
 
 import numpy as np
-import pyarrow as pa
 
 warnings.filterwarnings("ignore")
 
 import dagster_rw
 from dagster_rw.engine.spark import local_session
+from visit_data import VIEW, info, visits
 
 FIXED_CHANGE = 5_000
 RUNS = 15  # 0.1% FLUSHes per size; the median is quoted
 FIXED_RUNS = 5  # FLUSHes of the fixed change per size
 SUSTAINED = 40  # further 0.1% FLUSHes per size, through state-file merges
-PRODUCTS = 100_000
-CATEGORIES = 1_000
-VIEW = ("SELECT i.category, count(*) AS visits, sum(v.length) AS total, max(v.length) AS longest "
-        "FROM visit v JOIN info i ON v.product = i.product GROUP BY i.category")
-
-
-def visits(rng, ids: np.ndarray) -> pa.Table:
-    return pa.table({
-        "id": pa.array(ids, pa.int64()),
-        "product": pa.array(rng.integers(0, PRODUCTS, len(ids)), pa.int32()),
-        "uid": pa.array(rng.integers(0, 1_000_000, len(ids)), pa.int32()),
-        "length": pa.array(rng.integers(1, 3_600, len(ids)), pa.int32()),
-    })
 
 
 def load(conn, rows: int, rng) -> None:
     conn.execute("CREATE TABLE info (product INT PRIMARY KEY, category INT)")
     conn.execute("CREATE TABLE visit (id BIGINT PRIMARY KEY, product INT, uid INT, length INT)")
-    conn.insert("info", pa.table({"product": pa.array(np.arange(PRODUCTS), pa.int32()),
-                                  "category": pa.array(np.arange(PRODUCTS) % CATEGORIES, pa.int32())}))
+    conn.insert("info", info())
     chunk = 5_000_000
     for start in range(0, rows, chunk):
         conn.insert("visit", visits(rng, np.arange(start, min(rows, start + chunk))))

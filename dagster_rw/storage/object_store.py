@@ -6,11 +6,9 @@ Data files are immutable once written, so a local cache of S3 objects never goes
 """
 from __future__ import annotations
 
-import errno
 import hashlib
 import logging
 import os
-import shutil
 import tempfile
 import threading
 import time
@@ -19,40 +17,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from urllib.parse import urlparse
 
 from ..errors import OperationalError
-
-
-def _fsync_file(path: str) -> None:
-    with open(path, "rb") as f:
-        os.fsync(f.fileno())
-
-
-def move_into_place(src: str, dest: str) -> None:
-    """Move a finished file to `dest` so that `dest` never holds a partial file.
-
-    A rename when both are on one file system; otherwise (EXDEV) a copy to a temporary name beside
-    `dest`, then a rename. (shutil.move would copy straight into `dest`: a process killed mid-copy
-    would leave a truncated file under a key that a barrier or a manifest may then refer to.)
-    """
-    os.makedirs(os.path.dirname(dest), exist_ok=True)
-    _fsync_file(src)  # the data is on disk before any commit can name it
-    try:
-        os.replace(src, dest)
-        return
-    except OSError as e:
-        if e.errno != errno.EXDEV:
-            raise
-    tmp = f"{dest}.{uuid.uuid4().hex}.tmp"
-    try:
-        shutil.copyfile(src, tmp)
-        _fsync_file(tmp)
-        os.replace(tmp, dest)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    os.unlink(src)
+from .local_files import move_into_place
 
 
 class ObjectStore:
@@ -297,8 +262,6 @@ class S3Store(ObjectStore):
         """A local copy of an immutable object, downloaded once into the cache."""
         path = os.path.join(self.cache_dir, key)
         if not os.path.exists(path):
-            if os.environ.get("RW_DEBUG_DL") and key.startswith("objects"):
-                import traceback; traceback.print_stack(limit=12)
             os.makedirs(os.path.dirname(path), exist_ok=True)
             tmp = f"{path}.{uuid.uuid4().hex}.tmp"
             from botocore.exceptions import ClientError

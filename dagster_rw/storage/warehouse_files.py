@@ -18,7 +18,7 @@ from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
 
-from .object_store import move_into_place
+from .local_files import move_into_place
 
 
 @dataclass(frozen=True)
