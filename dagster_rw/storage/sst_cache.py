@@ -4,6 +4,12 @@ SST files are immutable, so a decoded copy can never go stale; the cache is boun
 evicts the least recently used file. Correctness never depends on it: a new process starts empty
 and reads the files again. A lookup binary-searches the sorted key columns (`searchsorted`) for the
 wanted keys, so its cost follows the number of keys looked up, not the size of the file.
+
+A file larger than an eighth of the cache is not decoded into it but mapped (storage.
+mapped_columns): converted once into raw column files that the operating system pages in as
+lookups touch them. Such a file takes no room in the cache beyond its small indexes, and a lookup
+in it reads the pages it searches and takes, so state larger than the cache (or than memory)
+costs a small epoch what its keys touch.
 """
 from __future__ import annotations
 
@@ -11,6 +17,8 @@ import os
 import threading
 import time
 from collections import OrderedDict
+
+from . import mapped_columns
 
 import numpy as np
 import pyarrow as pa
@@ -23,10 +31,11 @@ _LIMIT = int(os.environ.get("DAGSTER_RW_SST_CACHE_BYTES", str(4 << 30)))
 class _File:
     counted = False  # in the cache, its size added to the total
 
-    def __init__(self, table: pa.Table, combine: bool = True):
+    def __init__(self, table: pa.Table, combine: bool = True, mapped: bool = False):
         self.table = table.combine_chunks() if combine else table  # one chunk per column: take() is much faster
         self.indexes: dict[tuple[str, ...], tuple[int, np.ndarray] | None] = {}
-        self.size = table.nbytes
+        self.mapped = mapped  # columns mapped from disk (mapped_columns): only its indexes take memory
+        self.size = 0 if mapped else table.nbytes
 
 
 _cache: OrderedDict[str, _File] = OrderedDict()
@@ -40,7 +49,39 @@ def _file(path: str) -> _File:
         if f is not None:
             _cache.move_to_end(path)
             return f
+    if _too_large(path):
+        table = mapped_columns.map_file(path)
+        if table is not None:
+            f = _File(table, combine=False, mapped=True)
+            f.path = path
+            return _insert(path, f)
     return _insert(path, _File(read_parquet(path)))
+
+
+def _too_large(path: str) -> bool:
+    """Whether a file decodes to more than _MAP_FRACTION of the cache (then it is mapped); the
+    footer is read only for files whose size on disk leaves the question open."""
+    limit = _LIMIT * _MAP_FRACTION
+    return os.path.getsize(path) * 32 > limit and mapped_columns.estimated_bytes(path) > limit
+
+
+_MAP_FRACTION = 1 / 8
+
+
+def is_mapped(path: str) -> bool:
+    """Whether `path` is (or would be) mapped rather than decoded into the cache."""
+    with _lock:
+        f = _cache.get(path)
+    return f.mapped if f is not None else _too_large(path)
+
+
+def written(path: str) -> None:
+    """A file this process kept decoded while writing it is now on disk: too large for the cache,
+    it is dropped, to be mapped from the file by its next reader."""
+    with _lock:
+        f = _cache.get(path)
+    if f is not None and not f.mapped and f.size > _LIMIT * _MAP_FRACTION:
+        discard(path)
 
 
 def _insert(path: str, f: _File) -> _File:
@@ -109,6 +150,8 @@ def discard(path: str) -> None:
         if f is not None and f.counted:
             f.counted = False
             _bytes -= f.size
+    if f is not None and f.mapped:
+        mapped_columns.unmap(path)
 
 
 def replace(path: str, table: pa.Table) -> None:
@@ -413,6 +456,9 @@ def _index(f: _File, cols: tuple[str, ...]):
         nulls = columns[0].null_count
         if len(cols) > 1 and any(c.null_count for c in columns):
             f.indexes[cols] = None  # NULLs inside a packed key would break the order
+        elif f.mapped:
+            codes = _mapped_codes(f, cols, [c.slice(nulls) for c in columns])
+            f.indexes[cols] = None if codes is None else (nulls, codes)
         else:
             f.indexes[cols] = (nulls, _encode([c.slice(nulls) for c in columns]))
             extra = f.indexes[cols][1].nbytes
@@ -421,6 +467,22 @@ def _index(f: _File, cols: tuple[str, ...]):
                 if f.counted:
                     _grow(extra)
     return f.indexes[cols]
+
+
+def _mapped_codes(f: _File, cols: tuple[str, ...], columns: list) -> np.ndarray | None:
+    """_index's sorted key codes for a mapped file: the mapped column itself where it is its own
+    code (one integer-like column), else computed a slice at a time into a mapped file of their
+    own. None for keys coded as Python objects (strings): such a file is searched by query."""
+    if any(not (_int_like(c.type) or pa.types.is_floating(c.type) or pa.types.is_boolean(c.type))
+           for c in columns):
+        return None
+    if len(columns) == 1:
+        codes = _encode(columns)
+        if not codes.flags.owndata:  # a view of the mapped column
+            return codes
+    step = 1 << 22
+    return mapped_columns.spill(f.path, "codes-" + "-".join(cols), (
+        _encode([c.slice(start, step) for c in columns]) for start in range(0, len(columns[0]), step)))
 
 
 def encode_keys(keys: pa.Table, cols: list[str], schema: pa.Schema) -> tuple[np.ndarray, bool]:
@@ -829,7 +891,7 @@ def newest_holders(paths: list[str], cols: list[str], needles: np.ndarray) -> np
             return None  # this oldest file's keys (or its newer files') cannot be mapped
         if entry is None or not entry.sync(paths, entry_key[1]):
             f = _file(paths[0])
-            idx = _index(f, entry_key[1])
+            idx = None if f.mapped else _index(f, entry_key[1])  # (a map by key value is memory)
             if idx is None or idx[0] or _dense(f, entry_key[1], idx[1]) is None:
                 entry = None
             else:
@@ -882,7 +944,7 @@ def _dense(f: _File, cols: tuple[str, ...], keys: np.ndarray):
             distinct = span <= 2 * len(keys) and bool((keys[1:] > keys[:-1]).all())
             if distinct and span == len(keys):
                 where = (low, None)
-            elif distinct:
+            elif distinct and not f.mapped:  # (a mapped file's keys are searched: no map in memory)
                 where = np.full(span, -1, np.int32 if len(keys) < (1 << 31) else np.int64)
                 where[keys - low] = np.arange(len(keys), dtype=where.dtype)
                 with _lock:
@@ -945,3 +1007,5 @@ def clear() -> None:
         _holder_locks.clear()
         _merged_from.clear()
         _bytes = 0
+    for path in mapped_columns.mapped_files():
+        mapped_columns.unmap(path)

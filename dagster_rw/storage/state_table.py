@@ -485,6 +485,8 @@ class PreparedSst:
             rows = self.engine.write_parquet(self.rel, tmp, self.sort_keys)
         size = os.path.getsize(tmp)
         self.store.upload_file(tmp, self.key)
+        if self.table is not None:  # readers of a file too large for the cache map it from now on
+            sst_cache.written(self.store.cache_path(self.key))
         return SstFile(key=self.key, epoch_from=self.epoch_from, epoch_to=self.epoch_to, rows=rows, bytes=size)
 
 
