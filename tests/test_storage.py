@@ -353,3 +353,37 @@ def test_min_max_state_of_an_earlier_format_is_refused_not_misread(tmp_path):
     conn.execute("DELETE FROM t WHERE id = 2")
     with pytest.raises(dagster_rw.OperationalError, match="'hi'.*earlier dagster-rw.*DROP it and CREATE it again"):
         conn.flush()
+
+
+@pytest.mark.parametrize("on", [["k"], ["k", "j"]])
+def test_lookups_leave_out_the_files_of_a_run_whose_key_range_holds_no_wanted_key(tmp_path, on):
+    """A run (as a Spark step writes one): files of disjoint key ranges, recorded in the manifest;
+    an in-process lookup opens only the files whose range holds a wanted key."""
+    from dagster_rw.storage.manifest import SstFile
+    from dagster_rw.storage.parquet_io import write_parquet
+
+    sst_cache.clear()
+    store = LocalStore(str(tmp_path))
+    schema = pa.schema([("k", pa.int64()), ("j", pa.int32()), ("v", pa.int64())])
+    full = schema.append(pa.field(DELETED, pa.bool_())).append(pa.field("_epoch", pa.int64()))
+    files = []
+    for part, (lo, hi) in enumerate([(0, 99), (100, 199), (200, 299)]):
+        keys = np.arange(lo, hi + 1)
+        rows = pa.table({"k": keys, "j": pa.array(keys % 3, pa.int32()), "v": keys * 10,
+                         DELETED: np.zeros(len(keys), bool), "_epoch": np.ones(len(keys), np.int64)}, schema=full)
+        key = f"state/t/00000000000000000000-00000000000000000001-run{part}.parquet"
+        path = store.local_path(key)
+        import os
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        write_parquet(rows, path, ["k", "j"])
+        files.append(SstFile(key=key, epoch_from=0, epoch_to=1, rows=len(keys), bytes=os.path.getsize(path),
+                             key_min=[lo, lo % 3], key_max=[hi, hi % 3], run="r1"))
+    table = StateTable(store, ENGINE, "state/t", ["k", "j"], schema, files)
+    probe = pa.table({"k": pa.array([5, 150, 151, 1000], pa.int64()), "j": pa.array([2, 0, 1, 0], pa.int32())})
+    found = ENGINE.to_arrow(table.lookup(probe, on)).sort_by("k").to_pylist()
+    expect = [{"k": k, "j": k % 3, "v": 10 * k} for k in (5, 150, 151)
+              if on == ["k"] or {5: 2, 150: 0, 151: 1}[k] == k % 3]
+    assert found == expect
+    opened = [sst_cache.cached(store.local_path(f.key)) is not None for f in files]
+    assert opened == [True, True, False]  # keys 5 and 150, 151: the first two; 1000 is in none
+    sst_cache.clear()

@@ -90,17 +90,36 @@ class StateTable:
         if unique and exact:
             return self._lookup_unique(wanted, want_null, full)
         parts = []
-        for f in self.files:
+        for f in self._holding(self.files, cols, wanted, want_null):
             rows = sst_cache.rows_matching(self.store.local_path(f.key), cols, wanted, want_null, unique=unique)
             if rows is None:
                 return None
             parts.append(rows.select(full.names).cast(full))
+        if not parts:
+            return self.schema.empty_table()
         candidates = pa.concat_tables(parts)
         if exact and len(self.files) == 1:
             return candidates.filter(pc.invert(candidates.column(DELETED))).select(self.columns)
         cond = " AND ".join(f"rw_keys.{quote(c)} IS NOT DISTINCT FROM rw_state.{quote(c)}" for c in on)
         where = "" if exact else f"EXISTS (SELECT 1 FROM rw_keys WHERE {cond})"
         return self.engine.sql(self._merged(where), rw_state=candidates, rw_keys=keys)
+
+    def _holding(self, files: list[SstFile], cols: list[str], wanted: np.ndarray, want_null: bool) -> list[SstFile]:
+        """The files that may hold some wanted key (codes of `cols`, sorted): a file of a run
+        written on Spark records its key range, and one whose range holds none of them is left
+        out (for a first key column of integers; other files are always kept)."""
+        if not any(f.key_min is not None for f in files):
+            return files
+        if len(cols) != 1 or cols[0] != self.pk[0] or wanted.dtype.kind not in "iu" \
+                or not pa.types.is_integer(self.schema.field(cols[0]).type):
+            return files
+        kept = []
+        for f in files:  # rows sorted by the key: its first column lies within the first and last rows'
+            lo = f.key_min[0] if f.key_min else None
+            hi = f.key_max[0] if f.key_max else None
+            if lo is None or hi is None or np.searchsorted(wanted, lo, "left") < np.searchsorted(wanted, hi, "right"):
+                kept.append(f)
+        return kept
 
     def range(self, lo, hi):
         """Live rows whose first key column lies in [lo, hi] (Python values of its type; None:
@@ -165,6 +184,10 @@ class StateTable:
         holders = None if want_null or not USE_HOLDERS else sst_cache.newest_holders(paths, self.pk, wanted)
         if holders is not None:  # each key is searched in the one file holding its newest version
             return self._lookup_in_holders(paths, holders, wanted)
+        files = self._holding(self.files, self.pk, wanted, want_null)
+        if not files:
+            return self.schema.empty_table()
+        paths = [self.store.local_path(f.key) for f in files]
         maybe = sst_cache.union_admits(paths[1:], self.pk, wanted) if len(paths) > 2 else None
         left = np.ones(len(wanted), bool)  # not found yet
         parts = []
