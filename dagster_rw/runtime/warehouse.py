@@ -38,8 +38,8 @@ DEFAULT_OPTIONS = {
     "engine": "auto",  # 'duckdb' (in-process), 'spark', or 'auto': by the size of the step's input
     "spark_threshold_rows": 2_000_000,  # with 'auto', steps reading more change rows than this go to Spark
     "source_spark_threshold_records": 500_000,  # with 'auto', source steps reading more records use Spark tasks
-    "spark_file_bytes": 128 << 20,
-    "spark_broadcast_rows": 1_000_000,  # a Spark step reading at most this many change rows broadcasts them  # what a Spark step aims at per output file (rows as Arrow holds them)
+    "spark_file_bytes": 128 << 20,  # what a Spark step aims at per output file (rows as Arrow holds them)
+    "spark_broadcast_rows": 1_000_000,  # a Spark step reading at most this many change rows broadcasts them
     "source_split_records": 100_000,  # records per Spark task (split) of a source step
     "sink_retry_attempts": 5,  # attempts per batch in one refresh of a sink (WITH retry.* overrides)
     "sink_retry_initial_seconds": 0.2,  # first backoff; doubles per failure, with jitter
