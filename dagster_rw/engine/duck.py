@@ -100,6 +100,27 @@ class DuckEngine(Engine):
             ).fetchall()[0][0]
 
 
+def write_query(query: str, path: str, order_by: list[str], **relations) -> int:
+    """Write a query's rows, sorted by `order_by`, as Parquet, on a DuckDB connection of its own
+    that streams from the relations (Parquet scans) and spills to disk what does not fit in
+    memory: for inputs too large to decode (a merge of large state files). Returns the row count."""
+    import os
+    import tempfile
+
+    con = duckdb.connect()
+    try:
+        spill = os.path.join(tempfile.gettempdir(), "dagster_rw_spill")
+        con.execute(f"SET temp_directory = '{spill}'")
+        con.execute("SET preserve_insertion_order = false")
+        for name, rel in relations.items():
+            con.execute(f"CREATE TEMP VIEW {quote(name)} AS {scan_sql(rel)}")
+        order = ", ".join(quote(c) + " NULLS FIRST" for c in order_by)
+        return con.execute(f"COPY (SELECT * FROM ({query}) rw_q{' ORDER BY ' + order if order else ''}) TO "
+                           f"'{path}' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 122880)").fetchall()[0][0]
+    finally:
+        con.close()
+
+
 def scan_sql(scan: ParquetScan) -> str:
     """SQL reading a ParquetScan; an empty scan yields an empty relation of the right schema."""
     if not scan.keys:

@@ -68,6 +68,21 @@ def _too_large(path: str) -> bool:
 _MAP_FRACTION = 1 / 8
 
 
+def too_large(paths: list[str]) -> bool:
+    """Whether files decode, together, to more than a mapped file's threshold (a merge of them
+    then streams from the files instead of decoding them)."""
+    limit, total = _LIMIT * _MAP_FRACTION, 0
+    for path in paths:
+        with _lock:
+            f = _cache.get(path)
+        if f is not None and f.mapped:
+            return True
+        total += f.size if f is not None else mapped_columns.estimated_bytes(path)
+        if total > limit:
+            return True
+    return False
+
+
 def is_mapped(path: str) -> bool:
     """Whether `path` is (or would be) mapped rather than decoded into the cache."""
     with _lock:

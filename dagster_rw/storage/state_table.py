@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..engine.base import Engine, ParquetScan
-from ..engine.duck import DuckEngine, quote
+from ..engine.duck import DuckEngine, quote, write_query
 from . import sst_cache
 from . import manifest as manifests
 from .manifest import SstFile
@@ -43,9 +43,9 @@ class StateTable:
         self._staged: list = []
 
     # -- reading -------------------------------------------------------------------------------
-    def _scan(self) -> ParquetScan:
+    def _scan(self, files: list[SstFile] | None = None) -> ParquetScan:
         full = self.schema.append(pa.field(EPOCH, pa.int64())).append(pa.field(DELETED, pa.bool_()))
-        return ParquetScan(tuple(f.key for f in self.files), full, self.store)
+        return ParquetScan(tuple(f.key for f in (self.files if files is None else files)), full, self.store)
 
     @property
     def columns(self) -> list[str]:
@@ -78,7 +78,13 @@ class StateTable:
                 return found
         cond = " AND ".join(f"rw_keys.{quote(c)} IS NOT DISTINCT FROM rw_state.{quote(c)}" for c in on)
         where = f"EXISTS (SELECT 1 FROM rw_keys WHERE {cond})"
-        return self.engine.sql(self._merged(where), broadcast=("rw_keys",), rw_state=self._scan(), rw_keys=keys)
+        files = self.files
+        if isinstance(keys, pa.Table) and on[0] == self.pk[0] and any(f.key_min is not None for f in files):
+            wanted, want_null = sst_cache.encode_keys(keys, on[:1], self.schema)  # (keys the driver holds)
+            files = self._holding(files, on[:1], wanted, want_null)
+            if not files:
+                return self.schema.empty_table()
+        return self.engine.sql(self._merged(where), broadcast=("rw_keys",), rw_state=self._scan(files), rw_keys=keys)
 
     def _lookup_by_search(self, keys: pa.Table, on: list[str], cols: list[str]):
         """Binary-search each sorted file for the wanted keys, then merge versions and apply the
@@ -440,6 +446,8 @@ class StateTable:
             source = StateTable(self.store, self.engine, self.key_dir, self.pk, self.schema, group)._scan()
             rel = self.engine.sql(self._merge_query(full_merge), lazy=True, rw_state=source)
             return self._write(rel, group[0].epoch_from, group[-1].epoch_to)
+        if sst_cache.too_large([self.store.local_path(f.key) for f in group]):
+            return [self._merge_streaming(group, full_merge)]
         # in-process: merge the decoded files the cache already holds
         full = self._scan().schema
         source = pa.concat_tables([sst_cache.read(self.store.local_path(f.key)).select(full.names).cast(full)
@@ -455,6 +463,17 @@ class StateTable:
         if cols and sst_cache.cached(path) is not None:
             sst_cache.build_indexes(path, cols)  # here (off the step's path when merging in the background)
         return [merged]
+
+    def _merge_streaming(self, group: list[SstFile], full_merge: bool) -> SstFile:
+        """merge_files() for files too large to decode: DuckDB reads them and writes the merged
+        file, spilling to disk what does not fit in memory."""
+        tmp = os.path.join(self.store.scratch_dir(), f"{uuid.uuid4().hex}.parquet")
+        rows = write_query(self._merge_query(full_merge), tmp, self.pk, rw_state=self._scan(group))
+        name = f"{group[0].epoch_from:020d}-{group[-1].epoch_to:020d}-{uuid.uuid4().hex[:12]}.parquet"
+        size = os.path.getsize(tmp)
+        self.store.upload_file(tmp, f"{self.key_dir}/{name}")
+        return SstFile(key=f"{self.key_dir}/{name}", epoch_from=group[0].epoch_from, epoch_to=group[-1].epoch_to,
+                       rows=rows, bytes=size)
 
     def _merge_query(self, full_merge: bool) -> str:
         """Files' rows merged into one file's: each key's newest version; tombstones too unless
