@@ -40,7 +40,10 @@ def connect(warehouse: str | None = None, spark=None, **options) -> Connection:
     `s3a://bucket/prefix`; without it Spark tasks read an S3 warehouse with pyarrow, and a local
     one at its own path, which on a cluster must be a shared folder), `spark_file_bytes` (the size
     a Spark step aims at per output file), `cache_bytes` (the bound of this process's cache of
-    decoded state files, 4 GB by default or DAGSTER_RW_SST_CACHE_BYTES; shared by its connections).
+    decoded state files, 4 GB by default or DAGSTER_RW_SST_CACHE_BYTES; shared by its connections;
+    larger files are mapped, not decoded), `spark_threshold_rows` (with 'auto', steps reading more
+    change rows run on Spark), `spark_select_rows` (with 'auto', batch SELECTs reading more
+    committed rows run on Spark).
     """
     store = open_store(warehouse, options.pop("s3_endpoint_url", None), spark_url=options.pop("spark_warehouse_url", None),
                        aws_access_key_id=options.pop("aws_access_key_id", None),
@@ -212,6 +215,8 @@ class Connection:
         if any(True for _ in query.find_all(exp.ArrayAgg)):
             return None  # Spark's array aggregate (collect_list) drops NULLs and ignores ORDER BY
         rows = sum(self.wh.manifest(n).state_rows() for n in names)
+        if self.wh.options["engine"] == "auto":
+            return None if rows <= self.wh.options["spark_select_rows"] else self.wh.spark_engine()
         engine = self.wh.step_engine(rows)
         return None if engine is self.engine else engine
 

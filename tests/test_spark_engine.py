@@ -96,3 +96,28 @@ def test_spark_and_in_process_paths_give_the_same_views(tmp_path, spark, engine)
                             oracle.rows(f"SELECT * FROM {name}"), f"{name} ({engine})")
     engines = {s["name"]: s["engine"] for s in conn.status()}
     assert set(engines.values()) == {engine}
+
+
+def test_batch_selects_run_on_spark_past_spark_select_rows(tmp_path, spark, monkeypatch):
+    """With engine 'auto', a SELECT reading more committed rows than `spark_select_rows` runs on
+    Spark, a smaller one in-process; both give DuckDB's answer."""
+    from dagster_rw.engine.spark import SparkEngine
+
+    ran = []
+    original = SparkEngine.run_query
+    monkeypatch.setattr(SparkEngine, "run_query", lambda self, *a, **k: ran.append(1) or original(self, *a, **k))
+    rows = [(i, i % 4) for i in range(12)]
+    oracle = Oracle()
+    oracle.execute("CREATE TABLE t (a INT PRIMARY KEY, b INT)")
+    oracle.upsert("t", _values(rows))
+    query = "SELECT b, count(*), sum(a) FROM t GROUP BY b"
+    conn = dagster_rw.connect(str(tmp_path / "wh"), spark=spark, spark_select_rows=100)
+    conn.execute("CREATE TABLE t (a INT PRIMARY KEY, b INT)")
+    conn.execute(f"INSERT INTO t VALUES {_values(rows)}")
+    conn.execute("FLUSH")
+    for limit, on_spark in ((100, False), (10, True)):
+        conn.wh.options["spark_select_rows"] = limit
+        ran.clear()
+        assert_same(conn.execute(query).fetchall(), oracle.rows(query), f"spark_select_rows={limit}")
+        assert bool(ran) == on_spark
+    conn.close()

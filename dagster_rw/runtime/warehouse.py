@@ -37,6 +37,9 @@ DEFAULT_OPTIONS = {
     "gc_grace_seconds": 30.0,  # how long files dropped from a manifest stay readable by other readers
     "engine": "auto",  # 'duckdb' (in-process), 'spark', or 'auto': by the size of the step's input
     "spark_threshold_rows": 2_000_000,  # with 'auto', steps reading more change rows than this go to Spark
+    # with 'auto', batch SELECTs reading more committed rows than this go to Spark (in-process DuckDB
+    # answers the queries of benchmarks/batch_select.py faster up to tens of millions of rows)
+    "spark_select_rows": 20_000_000,
     "source_spark_threshold_records": 500_000,  # with 'auto', source steps reading more records use Spark tasks
     "spark_file_bytes": 128 << 20,  # what a Spark step aims at per output file (rows as Arrow holds them)
     "spark_broadcast_rows": 1_000_000,  # a Spark step reading at most this many change rows broadcasts them
