@@ -1,10 +1,27 @@
 """The reference deployment's resources, from environment variables with embedded defaults:
-a local warehouse folder and an embedded local Spark session."""
+a local warehouse folder and an embedded local Spark session.
+
+Spark runs in one of two forms:
+
+- embedded or Spark Connect (the default): `DAGSTER_RW_SPARK` is `local` (default), `local[N]` or
+  `sc://host:15002`;
+- the deployment's own dagster_pyspark configuration: `DAGSTER_RW_SPARK_CONFIG` holds a
+  LazyPySparkResource's `spark_config` as JSON, e.g. `{"spark.master": "spark://spark-master:7077",
+  "spark.executor.memory": "4g"}`; the session starts when a step first needs Spark.
+"""
+import json
 import os
 
 import dagster as dg
+from dagster_pyspark import LazyPySparkResource
 
 from dagster_rw.dagster import RwResource
+
+
+def pyspark_resource() -> LazyPySparkResource | None:
+    """The Spark session's settings as a dagster_pyspark resource, if the environment gives them."""
+    config = os.environ.get("DAGSTER_RW_SPARK_CONFIG")
+    return LazyPySparkResource(spark_config=json.loads(config)) if config else None
 
 
 def rw_resource() -> RwResource:
@@ -15,5 +32,6 @@ def rw_resource() -> RwResource:
         aws_secret_access_key=dg.EnvVar("AWS_SECRET_ACCESS_KEY") if os.environ.get("AWS_SECRET_ACCESS_KEY") else None,
         aws_region=os.environ.get("AWS_REGION") or None,
         spark=os.environ.get("DAGSTER_RW_SPARK", "local"),
+        pyspark=pyspark_resource(),  # in place of `spark` (giving both is an error)
         engine=os.environ.get("DAGSTER_RW_ENGINE", "auto"),
     )

@@ -32,9 +32,14 @@ def _cli(name: str) -> list[str]:
     return [sys.executable, "-m", module]
 
 
-def test_definitions_validate(tmp_path):
+@pytest.mark.parametrize("spark_env", [
+    {},  # the embedded session
+    {"DAGSTER_RW_SPARK_CONFIG": json.dumps({"spark.master": "spark://spark-master:7077"})},  # dagster-pyspark's
+], ids=["embedded", "pyspark_resource"])
+def test_definitions_validate(tmp_path, spark_env):
     out = subprocess.run([*_cli("dagster"), "definitions", "validate", "-w", "workspace.yaml"], cwd=ROOT,
-                         env=_env(tmp_path), capture_output=True, text=True, timeout=300, check=False)
+                         env={**_env(tmp_path), **spark_env}, capture_output=True, text=True, timeout=300,
+                         check=False)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "All code locations passed validation" in out.stdout + out.stderr
 

@@ -1,17 +1,23 @@
 """`RwResource`: the warehouse and Spark settings of a deployment, and the work a materialization does.
 
 One resource instance opens one connection per run (the first time a step needs it) and so at most
-one Spark session per run process, started only when a step is large enough to need Spark. Inside an
+one Spark session per run process, started only when a step is large enough to need Spark. That
+session is an embedded one (`spark="local"`), a Spark Connect server's (`spark="sc://..."`), or the
+one of a nested `dagster_pyspark` resource (`pyspark=LazyPySparkResource(spark_config={...})`), so a
+deployment configures Spark once for dagster-rw and its other Spark assets. Inside an
 asset function, `yield from rw.refresh(context).stream()` brings every selected object to the newest
 epoch its inputs have committed and yields its materialization and check results, like dagster-dbt's
 `dbt.cli([...], context=context).stream()`.
 """
-from __future__ import annotations
-
+# no `from __future__ import annotations`: Dagster reads RwResource's field annotations as objects
+# to tell its nested resource (`pyspark`) from its config fields
+import os
+import sys
 import time
 from collections.abc import Iterator
 
 import dagster as dg
+from dagster_pyspark import LazyPySparkResource, PySparkResource
 from pydantic import Field, PrivateAttr
 
 from .. import dbapi
@@ -22,6 +28,16 @@ from .project import RwProject
 PROJECT_DIR_KEY = "dagster_rw/project_dir"
 NAME_KEY = "dagster_rw/name"
 _PROJECTS: dict[str, RwProject] = {}
+
+# Session settings dagster-rw's Spark steps depend on: timestamps are UTC, as on the in-process
+# engine, and Parquet files written by pyarrow hold proleptic Gregorian dates. A session that a
+# nested pyspark resource built gets them when the first step needs Spark; every other setting
+# stays the resource's own.
+SPARK_SESSION_CONF = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.parquet.datetimeRebaseModeInRead": "CORRECTED",
+}
+_UTC_NAMES = {"UTC", "Etc/UTC", "GMT", "Etc/GMT", "Z", "+00:00", "Universal", "Zulu"}
 
 
 def project_for(path: str) -> RwProject:
@@ -38,8 +54,16 @@ class RwResource(dg.ConfigurableResource):
     aws_access_key_id: str | None = None
     aws_secret_access_key: str | None = None
     aws_region: str | None = None
-    spark: str = Field(default="local", description="'local', 'local[N]' or a Spark Connect URL sc://host:port.")
+    spark: str = Field(default="local", description="'local', 'local[N]' or a Spark Connect URL sc://host:port; "
+                                                    "unused when `pyspark` is given.")
     spark_conf: dict[str, str] = Field(default_factory=dict, description="Settings for an embedded local session.")
+    pyspark: dg.ResourceDependency[LazyPySparkResource | PySparkResource | None] = Field(
+        default=None,
+        description="A dagster_pyspark resource whose session runs every Spark step (in place of `spark` and "
+                    "`spark_conf`): the same spark_config (master or spark.remote, packages, S3 settings, "
+                    "executors) as the deployment's other Spark assets. With LazyPySparkResource the session "
+                    "starts only when a step needs Spark; PySparkResource starts it with every run. The "
+                    "session's time zone is set to UTC when a step first uses it.")
     engine: str = Field(default="auto", description="'auto' (by step size), 'duckdb' or 'spark'.")
     spark_threshold_rows: int = Field(default=2_000_000, description="Steps reading more rows than this use Spark.")
     spark_warehouse_url: str | None = Field(
@@ -66,7 +90,9 @@ class RwResource(dg.ConfigurableResource):
             from ..engine.spark import local_session, session_for
 
             t0 = time.perf_counter()
-            if self.spark.startswith("sc://"):
+            if self.pyspark is not None:
+                session = _pyspark_session(self.pyspark)
+            elif self.spark.startswith("sc://"):
                 session = session_for(self.spark)
             else:
                 cores = self.spark[self.spark.find("[") + 1:self.spark.find("]")] if "[" in self.spark else "2"
@@ -79,6 +105,10 @@ class RwResource(dg.ConfigurableResource):
     def get_connection(self) -> dbapi.Connection:
         """The run's connection (opened on first use; Spark starts only if a step needs it)."""
         if self._conn is None or self._conn.closed:
+            if self.pyspark is not None and (self.spark != "local" or self.spark_conf):
+                raise dg.DagsterInvalidDefinitionError(
+                    "RwResource: give Spark's settings either as `pyspark` (a dagster_pyspark resource) "
+                    "or as `spark` / `spark_conf`, not both")
             self._conn = dbapi.connect(
                 self.warehouse, spark=self._spark_factory(), s3_endpoint_url=self.s3_endpoint_url,
                 aws_access_key_id=self.aws_access_key_id, aws_secret_access_key=self.aws_secret_access_key,
@@ -106,7 +136,7 @@ class RwResource(dg.ConfigurableResource):
         return deploy(self.get_connection(), project, names)
 
     # -- work ----------------------------------------------------------------------------------
-    def refresh(self, context: dg.AssetExecutionContext, project: RwProject | None = None) -> RwRefresh:
+    def refresh(self, context: dg.AssetExecutionContext, project: RwProject | None = None) -> "RwRefresh":
         if project is None:
             project = project_from_context(context)
         return RwRefresh(self, context, project)
@@ -122,6 +152,32 @@ class RwResource(dg.ConfigurableResource):
                 merged[name] = conn.compact(name)
         conn.wh.collect_garbage()
         return merged
+
+
+def _pyspark_session(resource: LazyPySparkResource | PySparkResource):
+    """The session of a dagster_pyspark resource (a lazy one builds it now), with the settings
+    dagster-rw's steps depend on."""
+    from dagster_pyspark.resources import spark_session_from_config
+
+    from ..engine.spark import ensure_java
+
+    ensure_java()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    session = resource.spark_session
+    if session is None:  # a PySparkResource used outside a run: Dagster did not set it up
+        session = spark_session_from_config(resource.spark_config)
+    for key, value in SPARK_SESSION_CONF.items():
+        current = session.conf.get(key, None)
+        if current == value or (key == "spark.sql.session.timeZone" and current in _UTC_NAMES):
+            continue
+        if key == "spark.sql.session.timeZone":
+            dg.get_dagster_logger().warning(
+                f"dagster-rw sets the Spark session's time zone from {current} to UTC; give the pyspark "
+                "resource spark_config {'spark.sql.session.timeZone': 'UTC'} to keep the other Spark assets "
+                "of a run on the same zone")
+        session.conf.set(key, value)
+    return session
 
 
 def _option_value(text):
