@@ -83,7 +83,7 @@ def spark_batch(spark, conn) -> float:
         from dagster_rw.runtime.step import output_table
 
         obj = conn.wh.catalog().get(name)
-        engine.sql("SELECT * FROM s", lazy=True, s=output_table(conn.wh, obj, conn.wh.manifest(name), engine)
+        engine.sql("SELECT * FROM s", s=output_table(conn.wh, obj, conn.wh.manifest(name), engine)
                    .read_all()).createOrReplaceTempView(name)
     times = []
     for _ in range(3):

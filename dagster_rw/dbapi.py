@@ -231,7 +231,7 @@ class Connection:
 
             state = output_table(self.wh, obj, self.wh.manifest(t.name), spark_engine).read_all()
             cols = ", ".join(quote(c.name) for c in obj.visible_columns)
-            views[t.name] = spark_engine.sql(f"SELECT {cols} FROM rw_snap", lazy=True, rw_snap=state)
+            views[t.name] = spark_engine.sql(f"SELECT {cols} FROM rw_snap", rw_snap=state)
             schema[t.name] = {c.name: c.type for c in obj.visible_columns}
         sql = typed_query(query, schema).sql(dialect="spark")
         try:

@@ -12,8 +12,15 @@ import tempfile
 import warnings
 
 import pytest
+from hypothesis import settings
 
 warnings.filterwarnings("ignore", message="Arrow output on a DB-API result")
+
+# property tests draw the same examples on every run (a failure found once is found again, and a
+# run never fails by chance); HYPOTHESIS_PROFILE=random draws new ones, to look for more
+settings.register_profile("deterministic", derandomize=True, print_blob=True)
+settings.register_profile("random", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 
 import dagster_rw
 

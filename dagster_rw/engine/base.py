@@ -26,11 +26,20 @@ class ParquetScan:
 class Engine:
     name = "abstract"
 
-    def sql(self, query: str, lazy: bool = False, broadcast: tuple = (), **relations):
+    def sql(self, query: str, shared: bool = False, broadcast: tuple = (), **relations):
         """Run `query` (DuckDB dialect) over the named relations; returns this engine's relation type.
-        `broadcast` names the relations that come from a step's change (the keys a lookup of state
-        looks for): on Spark, broadcast to the state's partitions or shuffled, by the step's size."""
+        On Spark the result is a plan that the rules reading it extend, so that a chain of rules
+        runs as one Spark job; `shared`: more than one later rule (or a count) reads the result,
+        so Spark computes it once now (see `shared`). `broadcast` names the relations that come
+        from a step's change (the keys a lookup of state looks for): on Spark, broadcast to the
+        state's partitions or shuffled, by the step's size."""
         raise NotImplementedError
+
+    def shared(self, relation):
+        """`relation`, about to be read by more than one rule: on Spark computed once now (a local
+        checkpoint) unless it is computed already, so that its readers do not each compute its plan
+        again; in-process (Arrow tables) as it is."""
+        return relation
 
     def to_arrow(self, relation) -> pa.Table:
         raise NotImplementedError

@@ -54,7 +54,7 @@ class DuckEngine(Engine):
                 for name in views:
                     self.con.execute(f"DROP VIEW IF EXISTS {quote(name)}")
 
-    def sql(self, query: str, lazy: bool = False, broadcast: tuple = (), **relations) -> pa.Table:
+    def sql(self, query: str, shared: bool = False, broadcast: tuple = (), **relations) -> pa.Table:
         with self._bound(relations):
             return self.con.sql(query).to_arrow_table()
 

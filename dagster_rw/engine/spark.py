@@ -1,11 +1,13 @@
 """The Spark engine: the same rules, carried to Spark SQL by sqlglot, run on a Spark session.
 
 Works with a classic session (local or on a cluster) and with Spark Connect (`sc://host:port`).
-Each rule's result is checkpointed locally so later rules reuse it instead of recomputing its
-lineage. The driver never carries state or change files: executors read them from the warehouse
-(Spark's own reader where the cluster can read the warehouse URL, Python tasks with pyarrow
-otherwise) and write a step's outputs themselves, one sorted file per key range
-(storage.executor_io). The session gets dagster_rw shipped to its executors when first used.
+A rule's result is a lazy plan that the rules reading it extend, so that a chain of rules runs as
+one Spark job; a result that several rules read (the caller says so: `shared`) is computed once,
+as a local checkpoint, where the chain is cut. The driver never carries state or change files:
+executors read them from the warehouse (Spark's own reader where the cluster can read the
+warehouse URL, Python tasks with pyarrow otherwise) and write a step's outputs themselves, one
+sorted file per key range (storage.executor_io). The session gets dagster_rw shipped to its
+executors when first used.
 """
 from __future__ import annotations
 
@@ -181,6 +183,7 @@ class SparkEngine(Engine):
         self._files: dict[int, object] = {}  # id(store) -> its WarehouseFiles
         self._ids = itertools.count()
         self._views: list[str] = []  # temporary views of this step's rules (release() drops them)
+        self._computed: dict[int, object] = {}  # id -> this step's local checkpoints (release() forgets them)
         # how a step's change meets the state it looks up: "broadcast" (a small change, sent to
         # every task reading the state) or "shuffle_hash" (both sides shuffled by the key); None:
         # Spark decides (batch queries)
@@ -191,6 +194,7 @@ class SparkEngine(Engine):
         """Drop the temporary views the rules registered since the last release (a step, a query
         or a statement is over: nothing reads its relations any more)."""
         self.join_strategy = None
+        self._computed = {}
         views, self._views = self._views, []
         for view in views:
             try:
@@ -210,7 +214,9 @@ class SparkEngine(Engine):
         files = self.warehouse_files(scan.store)
         cols = [f"`{f.name}`" for f in scan.schema]
         if files.spark_url and not scan.tag:
-            return self.spark.read.parquet(*[files.spark_path(k) for k in scan.keys]).select(*cols)
+            # with the schema given, Spark reads no file's footer to infer one (a job of its own)
+            return self.spark.read.schema(_spark_schema(scan.schema)).parquet(
+                *[files.spark_path(k) for k in scan.keys]).select(*cols)
         keys = list(scan.keys)
         reader = functools.partial(executor_io.read_files, files, scan.schema.serialize().to_pybytes(), scan.tag, keys)
         parallel = max(1, min(len(keys), 4 * _parallelism(self.spark)))
@@ -262,7 +268,7 @@ class SparkEngine(Engine):
             return self.scan(rel)
         return rel
 
-    def sql(self, query: str, lazy: bool = False, broadcast: tuple = (), **relations):
+    def sql(self, query: str, shared: bool = False, broadcast: tuple = (), **relations):
         spark_sql = spark_template(query, tuple(sorted(relations)))
         for name, rel in relations.items():
             view = f"rw_v{next(self._ids)}"
@@ -276,7 +282,17 @@ class SparkEngine(Engine):
             df = self.spark.sql(spark_sql)
         except Exception as e:
             raise OperationalError(f"Spark could not run a step rule: {spark_error(e)}") from None
-        return df if lazy else df.localCheckpoint(eager=True)
+        return self.shared(df) if shared else df
+
+    def shared(self, relation):
+        """A DataFrame computed once, now, as a local checkpoint (unless it is one already): the
+        rules reading it then read its rows instead of each computing its plan again. Arrow tables
+        and file scans are returned as they are."""
+        if isinstance(relation, (pa.Table, ParquetScan)) or id(relation) in self._computed:
+            return relation
+        df = relation.localCheckpoint(eager=True)
+        self._computed[id(df)] = df
+        return df
 
     def run_query(self, query: str, views: dict):
         """A batch query over named relations: (DB-API description, rows of plain Python values)."""

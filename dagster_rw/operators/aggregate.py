@@ -83,6 +83,8 @@ class AggregateOp(Operator):
     def apply(self, inputs):
         (d,) = inputs
         node = self.node
+        if any(a.distinct or a.func in MINPUT or a.func in ORDERED_AGGS for a in node.aggs):
+            (d,) = self.shared(d)  # read by the sums and by the value counts' step
         g = col_list(self.groups)
         gsel = g + ", " if self.groups else ""
         group_by = f" GROUP BY {g}" if self.groups else ""
@@ -96,12 +98,14 @@ class AggregateOp(Operator):
                 parts.append(f"CAST(sum(CASE WHEN {x} IS NOT NULL THEN {x} * {W} END) AS "
                              f"{sqltypes.duckdb_type(acc_t)}) AS ds{i}")
             parts.append(f"CAST(coalesce(sum(CASE WHEN {x} IS NOT NULL THEN {W} ELSE 0 END), 0) AS BIGINT) AS dn{i}")
-        dg = self.group_deltas_in_arrow(d)
-        if dg is None:
-            dg = self.sql(f"SELECT {gsel}{', '.join(parts)} FROM d{group_by}", d=d)
-
         acc = self.state("acc")
+        dg = self.group_deltas_in_arrow(d)
+        if dg is None:  # read by the lookup of the groups' accumulators too, where there are any
+            dg = self.sql(f"SELECT {gsel}{', '.join(parts)} FROM d{group_by}", shared=bool(self.groups and acc.files),
+                          d=d)
         old = acc.lookup(dg, self.groups) if self.groups else acc.read_all()
+        if any(a.func in MINPUT and not a.distinct for a in node.aggs):
+            (old,) = self.shared(old)  # read by MIN/MAX's step too
         rels = {"dg": dg, "o": old}
         joins = [f"LEFT JOIN o ON {null_safe_eq(self.groups, self.groups, 'dg', 'o')}"]
         for i, a in enumerate(node.aggs):
@@ -143,7 +147,7 @@ class AggregateOp(Operator):
         joined = self.sql(
             f"SELECT *, {', '.join(outputs)} FROM (SELECT {col_list(self.groups, 'dg.')}"
             f"{', ' if self.groups else ''}{', '.join(new_cols)}, {', '.join(old_cols)} "
-            f"FROM dg {' '.join(joins)}) j", **rels)
+            f"FROM dg {' '.join(joins)}) j", shared=True, **rels)
 
         is_global = "TRUE" if node.is_global else "FALSE"
         if isinstance(joined, pa.Table):
@@ -303,7 +307,7 @@ class AggregateOp(Operator):
         else:
             dm = self.sql(
                 f"SELECT {gsel}{x} AS v, CAST(sum({W}) AS BIGINT) AS dc FROM d WHERE {x} IS NOT NULL "
-                f"GROUP BY {gsel}{x} HAVING sum({W}) <> 0", d=d)
+                f"GROUP BY {gsel}{x} HAVING sum({W}) <> 0", shared=True, d=d)
             if isinstance(dm, pa.Table):
                 counts.stage(dm.rename_columns(keys + ["cnt"]).append_column(
                     DELETED, pa.array(np.zeros(dm.num_rows, bool))))
@@ -346,22 +350,25 @@ class AggregateOp(Operator):
         keys = self.groups + ["v"]
         gsel = col_list(self.groups) + ", " if self.groups else ""
         on = null_safe_eq(self.groups, self.groups, "dm", "o")
-        at_old = self.sql(
-            f"SELECT {col_list(self.groups, 'dm.') + ', ' if self.groups else ''}dm.v, dm.dc FROM dm "
-            f"JOIN o ON {on} WHERE dm.v = o.m{i} AND dm.dc < 0", dm=dm, o=old)
-        if self.engine.num_rows(at_old):
+        if isinstance(old, pa.Table) and not old.num_rows:  # no old extremes (a backfill): none lost
+            at_old = None
+        else:  # read by a count, the lookup of its counts and the groups losing their extreme
+            at_old = self.sql(
+                f"SELECT {col_list(self.groups, 'dm.') + ', ' if self.groups else ''}dm.v, dm.dc FROM dm "
+                f"JOIN o ON {on} WHERE dm.v = o.m{i} AND dm.dc < 0", shared=True, dm=dm, o=old)
+        if at_old is not None and self.engine.num_rows(at_old):
             lost = self.sql(
                 f"SELECT {col_list(self.groups, 'a.') + ', ' if self.groups else ''}true AS lost FROM a "
                 f"LEFT JOIN oc ON {null_safe_eq(keys, keys, 'a', 'oc')} WHERE coalesce(oc.cnt, 0) + a.dc <= 0",
                 a=at_old, oc=counts.lookup(at_old, keys))
         else:
-            lost = self.sql(f"SELECT {gsel}true AS lost FROM a WHERE false", a=at_old)
+            lost = self.sql(f"SELECT {gsel}true AS lost FROM dm WHERE false", dm=dm)
         groups = f" GROUP BY {col_list(self.groups)}" if self.groups else ""
         return self.sql(
             f"SELECT {col_list(self.groups, 'p.') + ', ' if self.groups else ''}p.ins_best, "
             f"coalesce(l.lost, false) AS lost, true AS g_touched FROM (SELECT {gsel}"
             f"{best}(CASE WHEN dc > 0 THEN v END) AS ins_best FROM dm{groups}) p "
-            f"LEFT JOIN l ON {null_safe_eq(self.groups, self.groups, 'p', 'l')}", dm=dm, l=lost)
+            f"LEFT JOIN l ON {null_safe_eq(self.groups, self.groups, 'p', 'l')}", shared=True, dm=dm, l=lost)
 
     def counts_in_numpy(self, d, a, counts, old, i: int):
         """The count changes of a MIN/MAX, staged, and groups_losing_extreme's answer, without SQL,
@@ -516,7 +523,7 @@ class AggregateOp(Operator):
         dm = self.sql(
             f"SELECT {', '.join(f'{s} AS {quote(n)}' for s, n in zip(sources, names))}, "
             f"CAST(sum({W}) AS BIGINT) AS cnt FROM d{where} GROUP BY {', '.join(sources)} HAVING sum({W}) <> 0",
-            d=d)
+            shared=True, d=d)
         if self.groups:
             touched = self.engine.to_arrow(self.sql(f"SELECT DISTINCT {col_list(self.groups)} FROM dm", dm=dm))
             old = counts.lookup(touched, self.groups) if touched.num_rows else counts.schema.empty_table()

@@ -138,7 +138,9 @@ def state_writes(engine, delta, cols: list[str], pk: list[str]):
         fast = _state_writes_in_arrow(delta, cols, pk)
         if fast is not None:
             return fast
-    return engine.sql(state_upsert_sql(cols, pk, "d"), d=delta)
+    # computed once (on Spark): a state file's write reads its rows several times (a count, a
+    # sample of the key ranges, the write)
+    return engine.sql(state_upsert_sql(cols, pk, "d"), shared=True, d=delta)
 
 
 def _state_writes_in_arrow(delta: pa.Table, cols: list[str], pk: list[str]) -> pa.Table | None:
@@ -232,5 +234,10 @@ class Operator:
     def apply(self, inputs: list):
         raise NotImplementedError
 
-    def sql(self, query: str, **rels):
-        return self.engine.sql(query, **rels)
+    def sql(self, query: str, shared: bool = False, **rels):
+        return self.engine.sql(query, shared=shared, **rels)
+
+    def shared(self, *relations) -> list:
+        """Relations (input deltas, lookups) that this operator reads more than once: on Spark each
+        computed once, now (Engine.shared), not again by each rule reading it."""
+        return [self.engine.shared(r) for r in relations]

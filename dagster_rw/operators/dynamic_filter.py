@@ -32,7 +32,7 @@ class DynamicFilterOp(Operator):
                 "right": ([cname(k) for k in node.right.stream_key], row_schema(node.right))}
 
     def apply(self, inputs):
-        dl, dr = inputs
+        dl, dr = self.shared(*inputs)  # each read by the output and by the state writes
         node = self.node
         lcols, rcols = self.lcols(), self.rcols()
         value, op = quote(cname(node.column)), node.op
@@ -47,7 +47,7 @@ class DynamicFilterOp(Operator):
         if new.num_rows > 1:
             raise DataError(f"{self.ctx.obj.name!r}: the one-row side of its dynamic filter holds "
                             f"{new.num_rows} rows")
-        right.stage(self.sql(state_upsert_sql(rcols, rkey), d=dr))
+        right.stage(self.sql(state_upsert_sql(rcols, rkey), shared=True, d=dr))
         bound = cname(0)
         old_v = old.column(bound)[0].as_py() if old.num_rows else None
         new_v = new.column(bound)[0].as_py() if new.num_rows else None
@@ -69,7 +69,7 @@ class DynamicFilterOp(Operator):
                 f"FROM r x LEFT JOIN n ON TRUE LEFT JOIN o ON TRUE) rw_t WHERE {W} <> 0",
                 r=between, n=new, o=old))
         kept = self.sql(f"SELECT * FROM d WHERE {value} IS NOT NULL", d=dl)  # NULL never passes
-        left.stage(self.sql(state_upsert_sql(lcols, self.state_tables()["left"][0]), d=kept))
+        left.stage(self.sql(state_upsert_sql(lcols, self.state_tables()["left"][0]), shared=True, d=kept))
         out = parts[0] if len(parts) == 1 else self.sql("SELECT * FROM a UNION ALL SELECT * FROM b",
                                                          a=parts[0], b=parts[1])
         return self.sql(consolidate_sql(lcols, "o"), o=out)

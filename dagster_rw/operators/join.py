@@ -119,7 +119,7 @@ class InnerJoinOp(JoinSides, Operator):
     prunes = True
 
     def apply(self, inputs):
-        dl, dr = inputs
+        dl, dr = self.shared(*inputs)  # read by the lookups, the join and the state writes
         changed_l, changed_r = (not isinstance(d, pa.Table) or d.num_rows > 0 for d in (dl, dr))
         cond = self.condition()
         parts, rels = [], {"dl": dl, "dr": dr}

@@ -19,7 +19,7 @@ class LookupJoinOp(JoinSides, Operator):
         return {}
 
     def apply(self, inputs):
-        dl, _dimension_changes = inputs
+        (dl,) = self.shared(inputs[0])  # read by the lookup and the join (the dimension's changes: not at all)
         node = self.node
         right = node.right
         names = [c.name for c in right.columns]  # the dimension's columns, in the Scan's order

@@ -12,17 +12,16 @@ from .join import JoinSides
 
 class OuterJoinOp(JoinSides, Operator):
     def apply(self, inputs):
-        dl, dr = inputs
+        dl, dr = self.shared(*inputs)  # read by the lookups, the join and the state writes
         kind = self.node.kind
         lk, rk = self.lkeys(), self.rkeys()
         lc, rc = self.lcols(), self.rcols()
         keys = self.sql(
             f"SELECT {col_list(lk)} FROM kl UNION SELECT {col_list(lk)} FROM kr",
-            kl=self.keys_of(dl, lk, lk), kr=self.keys_of(dr, rk, lk),
+            shared=True, kl=self.keys_of(dl, lk, lk), kr=self.keys_of(dr, rk, lk),
         )
-        l_old = self.state("left").lookup(keys, lk)
-        r_old = self.state("right").lookup(self.sql(
-            "SELECT " + ", ".join(f'"{a}" AS "{b}"' for a, b in zip(lk, rk)) + " FROM k", k=keys), rk)
+        l_old, r_old = self.shared(self.state("left").lookup(keys, lk), self.state("right").lookup(self.sql(
+            "SELECT " + ", ".join(f'"{a}" AS "{b}"' for a, b in zip(lk, rk)) + " FROM k", k=keys), rk))
         nonnull_l = " AND ".join(f'"{c}" IS NOT NULL' for c in lk)
         nonnull_r = " AND ".join(f'"{c}" IS NOT NULL' for c in rk)
         l_new = self.sql(consolidate_sql(lc, "u"), u=self.sql(

@@ -50,18 +50,18 @@ class OverWindowOp(Operator):
         return {"input": (self.state_pk(), row_schema(self.node.child))}
 
     def apply(self, inputs):
-        (d,) = inputs
+        (d,) = self.shared(*inputs)  # read by a count, the lookup, the new rows and the state writes
         cols = self.cols()
         if self.engine.num_rows(d) == 0:
             return self.sql(f"SELECT {col_list(cols)}, CAST(NULL AS BIGINT) AS {quote(self.rank_col())}, "
                             f"{W} FROM d WHERE 1 = 0", d=d)
         state = self.state("input")
-        old = self._old_rows(state, d)
+        (old,) = self.shared(self._old_rows(state, d))
         new = self._new_rows(old, d)
         out = self.sql(
             f"SELECT {self._ranked_select('1')} FROM n UNION ALL SELECT {self._ranked_select('-1')} FROM o",
             n=new, o=old)
-        state.stage(self.sql(state_upsert_sql(cols, self.state_pk()), d=d))
+        state.stage(self.sql(state_upsert_sql(cols, self.state_pk()), shared=True, d=d))
         return self.sql(consolidate_sql(cols + [self.rank_col()], "o"), o=out)
 
     def _old_rows(self, state, d):

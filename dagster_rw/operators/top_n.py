@@ -113,17 +113,16 @@ class TopNOp(Operator):
         return {"input": (pk, schema), "top": (self.key(), schema)}
 
     def apply(self, inputs):
-        (d,) = inputs
         node = self.node
         window = node.limit + node.offset
         cols = self.cols()
         inp, top = self.state("input"), self.state("top")
-        old_top = top.read_all()
-        inp.stage(self.sql(state_upsert_sql(cols, self.state_tables()["input"][0]), d=d))
+        d, old_top = self.shared(inputs[0], top.read_all())  # each read by several rules below
+        inp.stage(self.sql(state_upsert_sql(cols, self.state_tables()["input"][0]), shared=True, d=d))
         cand = self.sql(consolidate_sql(cols, "u"), u=self.sql(
             f"SELECT {col_list(cols)}, CAST(1 AS BIGINT) AS {W} FROM o UNION ALL SELECT {col_list(cols)}, {W} FROM d",
             o=old_top, d=d))
-        cand = self.sql(f"SELECT {col_list(cols)} FROM c WHERE {W} > 0", c=cand)
+        cand = self.sql(f"SELECT {col_list(cols)} FROM c WHERE {W} > 0", shared=True, c=cand)
         old_n = self.engine.num_rows(old_top)
         new_window = None
         if old_n < window:
@@ -151,6 +150,7 @@ class TopNOp(Operator):
                 f"{null_safe_eq(self.key() or cols, self.key() or cols, 'x', 'y')}) UNION ALL SELECT {col_list(cols)} FROM d WHERE {W} > 0",
                 i=inp.read_all(), d=d)
             new_window = self.sql(self.first("m", window), m=merged)
+        (new_window,) = self.shared(new_window)  # read by the state writes and the output
         top.stage(self.sql(
             f"SELECT {col_list(cols)}, true AS {DELETED} FROM o x WHERE NOT EXISTS (SELECT 1 FROM n y WHERE "
             f"{null_safe_eq(self.key() or cols, self.key() or cols, 'x', 'y')}) "

@@ -55,23 +55,23 @@ class WindowCloseAggregateOp(Operator):
         if wm_before is not None:  # rows of windows that closed before this step are late
             late += f" AND {self.end_micros(quote(self.w))} > {wm_before}"
         dc = self.sql(f"SELECT {cols}, CAST(sum({W}) AS BIGINT) AS dcnt FROM d{late} GROUP BY {cols} "
-                      f"HAVING sum({W}) <> 0", d=d)
+                      f"HAVING sum({W}) <> 0", shared=True, d=d)
         buffer, windows = self.state("buffer"), self.state("windows")
         old = buffer.lookup(self.sql(f"SELECT {col_list(self.pk)} FROM dc", dc=dc), self.pk)
         merged = self.sql(
             f"SELECT {col_list(self.cols, 'dc.')}, CAST(coalesce(o.{CNT}, 0) + dc.dcnt AS BIGINT) AS {CNT} "
-            f"FROM dc LEFT JOIN o ON {null_safe_eq(self.pk, self.pk, 'dc', 'o')}", dc=dc, o=old)
+            f"FROM dc LEFT JOIN o ON {null_safe_eq(self.pk, self.pk, 'dc', 'o')}", shared=True, dc=dc, o=old)
         w = quote(self.w)
-        open_before = windows.read_all()
+        (open_before,) = self.shared(windows.read_all())
         closes = f"{self.end_micros(w)} <= {wm_now}" if wm_now is not None else "FALSE"
         touched = self.sql(f"SELECT DISTINCT {w} FROM ob UNION SELECT DISTINCT {w} FROM m", ob=open_before, m=merged)
-        closed = self.sql(f"SELECT {w} FROM t WHERE {closes}", t=touched)
+        closed = self.sql(f"SELECT {w} FROM t WHERE {closes}", shared=True, t=touched)
         is_closed = f"{w} IN (SELECT {w} FROM closed)"
         fields = pa.schema([pa.field(cname(i), sqltypes.arrow_type(c.type)) for i, c in enumerate(node.child.columns)]
                            + [pa.field(CNT, pa.int64())])
         if self.engine.num_rows(closed):
             # rows of the closing windows: the buffered ones, with this step's changes applied
-            stored = buffer.lookup(closed, [self.w])
+            (stored,) = self.shared(buffer.lookup(closed, [self.w]))
             rows = self.sql(
                 f"SELECT {cols}, {CNT} FROM s WHERE NOT EXISTS (SELECT 1 FROM m WHERE "
                 f"{null_safe_eq(self.pk, self.pk, 's', 'm')}) UNION ALL "

@@ -37,13 +37,13 @@ class WindowCloseFilterOp(Operator):
         if wm_before is not None:
             keep += f" AND {ts} >= {wm_before}"  # behind the last step's watermark: late
         passed = f"{ts} < {wm_now}" if wm_now is not None else "false"
-        fresh = self.sql(f"SELECT {col_list(cols)} FROM d WHERE {keep}", d=d)
+        fresh = self.sql(f"SELECT {col_list(cols)} FROM d WHERE {keep}", shared=True, d=d)
         buffer.stage(self.sql(f"SELECT {col_list(cols)}, false AS {DELETED} FROM f WHERE NOT ({passed})", f=fresh))
         out = [self.sql(f"SELECT {col_list(cols)}, CAST(1 AS BIGINT) AS {W} FROM f WHERE {passed}", f=fresh)]
         if wm_now is not None and wm_now != wm_before:
             field = row_schema(node.child).field(cname(node.column))
             bound = pa.array(np.array([wm_now], np.int64)).cast(pa.timestamp("us", tz=field.type.tz))
-            closed = self.sql(f"SELECT {col_list(cols)} FROM b WHERE {passed}",
+            closed = self.sql(f"SELECT {col_list(cols)} FROM b WHERE {passed}", shared=True,
                               b=buffer.range(None, bound.cast(field.type)[0].as_py()))
             buffer.stage(self.sql(f"SELECT {col_list(cols)}, true AS {DELETED} FROM c", c=closed))
             out.append(self.sql(f"SELECT {col_list(cols)}, CAST(1 AS BIGINT) AS {W} FROM c", c=closed))

@@ -57,6 +57,16 @@ class Compactor:
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
 
+    def forget_parent_work(self) -> None:
+        """In a forked child: the merges in flight are the parent's (it adopts or deletes what
+        they write), and so is the merging thread."""
+        from .fork import keep, reinit
+
+        keep(self._pool)
+        self._pool = None
+        self._merges = {}
+        reinit(self._lock)
+
     def compact(self, obj_name: str, table_name: str, table: StateTable) -> tuple[list[SstFile], list[str]]:
         """A step's state table after this step's compaction: (its files, keys of the files it
         no longer lists). Adopts a finished merge, and starts one when there are too many files."""

@@ -12,6 +12,7 @@ import time
 import uuid
 
 from ..errors import OperationalError
+from ..storage.catalog import key_name, name_of_key
 from ..storage.object_store import ObjectStore
 
 EPOCHS = "epochs"
@@ -38,7 +39,7 @@ def load_epoch(store: ObjectStore, epoch: int) -> dict:
 
 
 def staging_key(table: str) -> str:
-    return f"{STAGING}/{table}/{time.time_ns():020d}-{uuid.uuid4().hex[:12]}.parquet"
+    return f"{STAGING}/{key_name(table)}/{time.time_ns():020d}-{uuid.uuid4().hex[:12]}.parquet"
 
 
 def _watermark(store: ObjectStore) -> int:
@@ -71,7 +72,7 @@ def barrier(store: ObjectStore, extra: dict | None = None, attempts: int = 20) -
         for key in store.list(STAGING + "/"):
             if key in sealed or not key.endswith(".parquet"):
                 continue
-            table = key.split("/")[1]
+            table = name_of_key(key.split("/")[1])
             batches.setdefault(table, []).append(key)
         for keys in batches.values():
             keys.sort()  # staging keys start with a timestamp: the order DML was accepted
@@ -100,7 +101,7 @@ def unsealed_batches(store: ObjectStore, table: str) -> list[str]:
     for n in epoch_numbers(store):
         if n > wm:
             sealed.update(load_epoch(store, n)["batches"].get(table, []))
-    return [k for k in store.list(f"{STAGING}/{table}/") if k.endswith(".parquet") and k not in sealed]
+    return [k for k in store.list(f"{STAGING}/{key_name(table)}/") if k.endswith(".parquet") and k not in sealed]
 
 
 def unsealed_counts(store: ObjectStore) -> dict[str, int]:
@@ -117,7 +118,7 @@ def unsealed_counts(store: ObjectStore) -> dict[str, int]:
     out: dict[str, int] = {}
     for key in store.list(STAGING + "/"):
         if key.endswith(".parquet") and key not in sealed:
-            table = key.split("/")[1]
+            table = name_of_key(key.split("/")[1])
             out[table] = out.get(table, 0) + 1
     return out
 

@@ -22,7 +22,7 @@ from ..operators.base import W
 from ..sources.decode import RecordDecoder
 from ..sources.kafka import KafkaTopic
 from ..sources.spec import KafkaSourceSpec
-from ..storage.catalog import SOURCE, TABLE, CatalogObject
+from ..storage.catalog import SOURCE, TABLE, CatalogObject, key_name
 from ..storage.manifest import Manifest
 from ..storage.state_table import DELETED, StateTable
 from . import epochs, step
@@ -189,7 +189,7 @@ def _read_records(wh, spec: KafkaSourceSpec, ranges: dict[int, tuple[int, int]])
 
 
 def errors_table(wh, obj: CatalogObject, m: Manifest, engine=None) -> StateTable:
-    return StateTable(wh.store, engine or wh.engine, f"objects/{obj.name}/state/{ERRORS}", ["partition", "offset"],
+    return StateTable(wh.store, engine or wh.engine, f"objects/{key_name(obj.name)}/state/{ERRORS}", ["partition", "offset"],
                       ERROR_SCHEMA, m.state.get(ERRORS, []))
 
 

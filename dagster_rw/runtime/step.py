@@ -31,7 +31,7 @@ from ..operators.base import (
 )
 from ..storage import manifest as manifests
 from ..storage import sst_cache
-from ..storage.catalog import SOURCE, TABLE, CatalogObject
+from ..storage.catalog import SOURCE, TABLE, CatalogObject, key_name
 from ..storage.manifest import Manifest, SstFile
 from ..storage.state_table import StateTable, in_key_order, prepare_sst
 from . import dataflow, epochs
@@ -48,7 +48,7 @@ def changelog_schema(obj: CatalogObject) -> pa.Schema:
 
 
 def output_table(wh, obj: CatalogObject, m: Manifest, engine=None) -> StateTable:
-    return StateTable(wh.store, engine or wh.engine, f"objects/{obj.name}/state/{OUTPUT}", list(obj.stream_key),
+    return StateTable(wh.store, engine or wh.engine, f"objects/{key_name(obj.name)}/state/{OUTPUT}", list(obj.stream_key),
                       object_schema(obj), m.state.get(OUTPUT, []))
 
 
@@ -104,7 +104,7 @@ class StepContext:
     def state_table(self, op_id: int, name: str, pk, schema, kind=StateTable) -> StateTable:
         key = f"op{op_id}.{name}"
         if key not in self.tables:
-            self.tables[key] = kind(self.wh.store, self.engine, f"objects/{self.obj.name}/state/{key}",
+            self.tables[key] = kind(self.wh.store, self.engine, f"objects/{key_name(self.obj.name)}/state/{key}",
                                     pk, schema, self.manifest.state.get(key, []))
         return self.tables[key]
 
@@ -289,10 +289,17 @@ def table_change(wh, obj: CatalogObject, m: Manifest, keys: list[str], engine=No
         fast = _apply_batches_in_arrow(wh, obj, m, staged, pk, cols)
         if fast is not None:
             return fast
-    last = engine.sql(
+    state = output_table(wh, obj, m, engine)
+    last = engine.sql(  # the lookup of the old rows reads it too, where there are any
         f"SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY {col_list(pk)} ORDER BY _batch DESC, _seq DESC) "
-        f"AS _rn FROM rw_staged) rw_x WHERE _rn = 1", rw_staged=staged)
-    old = output_table(wh, obj, m, engine).lookup(last, pk)
+        f"AS _rn FROM rw_staged) rw_x WHERE _rn = 1", shared=bool(state.files), rw_staged=staged)
+    if not state.files and engine is not wh.engine:
+        # a first load on Spark: every staged key's last upsert is an insert, each key once (no old
+        # row cancels it, nothing to consolidate), and the state's writes are those rows
+        delta = engine.sql(f"SELECT {col_list(cols)}, CAST(1 AS BIGINT) AS {W} FROM rw_last WHERE _op = 1",
+                           shared=True, rw_last=last)
+        return delta, engine.sql(f"SELECT {col_list(cols)}, false AS {DELETED} FROM rw_d", rw_d=delta), None
+    old = state.lookup(last, pk)
     return engine.sql(
         consolidate_sql(cols, "rw_u"),
         rw_u=engine.sql(
@@ -388,13 +395,19 @@ def _commit_output(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, delta,
     engine = ctx.engine
     cols = [c.name for c in obj.columns]
     key = list(obj.stream_key)
-    if writes is None:  # a table's fast path builds its delta one row per key and sign: unique by construction
-        _check_unique_key(engine, obj, delta, key)
+    # a table's fast path builds its delta one row per key and sign: unique by construction
+    check = writes is None
+    if isinstance(delta, pa.Table):
+        if check:
+            _check_unique_key(engine, obj, delta, key)
+        counts = _insert_delete_counts(engine, delta)
+    else:  # on Spark: computed once for the check, the counts, the change log and the state writes
+        delta = engine.shared(delta)
+        counts = _counts_and_check(engine, obj, delta, key if check else [])
     out = output_table(wh, obj, m, engine)
     if obj.kind != SOURCE:  # a source keeps only its change log
         out.stage(writes if writes is not None else state_writes(engine, delta, cols, key))
     tables = {OUTPUT: out, **ctx.tables}
-    counts = _insert_delete_counts(engine, delta)
     changed = bool(counts["ins"] or counts["del"])
     if defer and engine is wh.engine:
         prepared = {name: table.prepare(start, target) for name, table in tables.items()}
@@ -533,6 +546,17 @@ def _writers() -> ThreadPoolExecutor:
 _pool: ThreadPoolExecutor | None = None
 
 
+def forget_parent_pools() -> None:
+    """In a forked child: the writer and indexing pools are the parent's (their threads did not
+    follow the fork); new ones start on first use. Index jobs held back by the parent's FLUSH are
+    dropped (a lookup that needs an index builds it)."""
+    global _pool, _index_pool, _held
+    from .fork import keep
+
+    keep(_pool, _index_pool)
+    _pool = _index_pool = _held = None
+
+
 def _run_all(jobs: dict, parallel: bool) -> dict:
     """Call each job (function, *args); on the shared writer threads when `parallel`."""
     if not parallel or len(jobs) < 2:
@@ -542,7 +566,7 @@ def _run_all(jobs: dict, parallel: bool) -> dict:
 
 
 def _prepare_changelog(wh, engine, obj: CatalogObject, delta, start: int, target: int, order=None):
-    return prepare_sst(wh.store, engine, delta, f"objects/{obj.name}/changes", list(obj.stream_key) + [W],
+    return prepare_sst(wh.store, engine, delta, f"objects/{key_name(obj.name)}/changes", list(obj.stream_key) + [W],
                        start, target, order=order)
 
 
@@ -551,7 +575,7 @@ def _write_changelog(wh, engine, obj: CatalogObject, delta, start: int, target: 
     Spark, a run of files by key range, a key's changes in one file)."""
     if hasattr(engine, "write_files") and not isinstance(delta, pa.Table):
         key = list(obj.stream_key)
-        return engine.write_files(delta, wh.store, f"objects/{obj.name}/changes", key + [W], changelog_schema(obj),
+        return engine.write_files(delta, wh.store, f"objects/{key_name(obj.name)}/changes", key + [W], changelog_schema(obj),
                                   start, target, range_keys=key)
     return _prepare_changelog(wh, engine, obj, delta, start, target, order).finish()
 
@@ -565,6 +589,22 @@ def _insert_delete_counts(engine, delta) -> dict:
         f"SELECT coalesce(sum(CASE WHEN {W} > 0 THEN {W} END), 0) AS ins, "
         f"coalesce(-sum(CASE WHEN {W} < 0 THEN {W} END), 0) AS del FROM rw_delta", rw_delta=delta)
     return engine.to_arrow(counts).to_pylist()[0]
+
+
+def _counts_and_check(engine, obj: CatalogObject, delta, key: list[str]) -> dict:
+    """_insert_delete_counts of an engine's relation and, with a `key`, _check_unique_key's check,
+    in one query (per key and sign: the rows, their weights' sum and largest magnitude)."""
+    if not key:
+        return _insert_delete_counts(engine, delta)
+    counts = engine.to_arrow(engine.sql(
+        f"SELECT coalesce(sum(CASE WHEN rw_s > 0 THEN rw_t END), 0) AS ins, "
+        f"coalesce(-sum(CASE WHEN rw_s < 0 THEN rw_t END), 0) AS del, "
+        f"coalesce(max(CASE WHEN rw_n > 1 OR rw_m > 1 THEN 1 ELSE 0 END), 0) AS dup FROM ("
+        f"SELECT sign({W}) AS rw_s, sum({W}) AS rw_t, count(*) AS rw_n, max(abs({W})) AS rw_m FROM rw_delta "
+        f"GROUP BY {col_list(key)}, sign({W})) rw_k", rw_delta=delta)).to_pylist()[0]
+    if counts.pop("dup"):
+        _check_unique_key(engine, obj, delta, key)
+    return counts
 
 
 def _check_unique_key(engine, obj: CatalogObject, delta, key: list[str]) -> None:

@@ -1,10 +1,8 @@
 """A warehouse as the runtime sees it: catalog, epochs, objects' manifests and the steps that advance them."""
 from __future__ import annotations
 
+import logging
 import os
-import random
-import threading
-import time
 import uuid
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -28,7 +26,7 @@ from ..storage.catalog import (
 from ..storage.manifest import Manifest
 from ..storage.object_store import ObjectStore
 from ..storage.state_table import write_sorted
-from . import epochs, ingest, step
+from . import epochs, fork, ingest, row_ids, step
 from .compaction import Compactor
 
 DEFAULT_OPTIONS = {
@@ -51,25 +49,6 @@ DEFAULT_OPTIONS = {
 }
 
 ROW_ID = "_row_id"
-_row_ids = {"next": 0}
-_row_ids_lock = threading.Lock()
-_ROW_BITS = 22
-
-
-def _row_id_base(n: int) -> int:
-    """Hidden row ids for a batch of n rows: a millisecond in the high bits (each batch of this
-    process takes a later one), and a random offset in the low 22 bits, so two processes staging
-    in the same millisecond collide only if their random ranges overlap (about n / 4M)."""
-    with _row_ids_lock:
-        ms = max(int(time.time() * 1000), _row_ids["next"])
-        span = 1 << _ROW_BITS
-        if n < span:
-            base = (ms << _ROW_BITS) + random.randrange(0, span - n + 1)
-            _row_ids["next"] = ms + 1
-        else:  # a bulk load takes whole milliseconds
-            base = ms << _ROW_BITS
-            _row_ids["next"] = ms + (n + span - 1) // span + 1
-        return base
 OP = "_op"
 SEQ = "_seq"
 
@@ -94,6 +73,18 @@ class Warehouse:
         self.compactor = Compactor(self)
         self._staged_kept: deque[tuple[str, int]] = deque()  # staged batches kept decoded, oldest first
         self._staged_kept_bytes = 0
+        fork.track_warehouse(self)
+
+    def forget_parent_work(self) -> None:
+        """In a forked child: commits and merges in flight are the parent's, and so are the
+        committer thread and the sinks' open connections; manifests are read again."""
+        fork.keep(self._committer, *self.sink_targets.values())
+        self._committer = None
+        self._deferred.clear()
+        self._manifests.clear()
+        self.sink_targets.clear()
+        self.compactor.forget_parent_work()
+        fork.fresh_duckdb(self.engine)
 
     def step_engine(self, input_rows: int):
         """The engine for a step: in-process for small inputs, Spark for large ones (or as forced)."""
@@ -251,9 +242,11 @@ class Warehouse:
         objects = dict(cat.objects)
         objects[name] = obj
         self._clear_leftovers(name)
+        # the manifest first: the catalog commit is the statement's last step, so a CREATE that
+        # fails leaves nothing in the catalog (and files the next CREATE of the name clears)
+        m = manifests.commit(self.store, Manifest(object=name, epoch=created), [], 0)
         self.commit_catalog(objects, f"CREATE TABLE {name}")
-        m = Manifest(object=name, epoch=created)
-        self.remember_manifest(manifests.commit(self.store, m, [], 0))
+        self.remember_manifest(m)
         return True
 
     def create_source(self, statement) -> bool:
@@ -285,9 +278,10 @@ class Warehouse:
         objects = dict(cat.objects)
         objects[s.name] = obj
         self._clear_leftovers(s.name)
-        self.commit_catalog(objects, f"CREATE {'TABLE' if s.is_table else 'SOURCE'} {s.name}")
         m = Manifest(object=s.name, epoch=created, positions={"offsets": offsets})
-        self.remember_manifest(manifests.commit(self.store, m, [], 0))
+        m = manifests.commit(self.store, m, [], 0)  # before the catalog, as for create_table
+        self.commit_catalog(objects, f"CREATE {'TABLE' if s.is_table else 'SOURCE'} {s.name}")
+        self.remember_manifest(m)
         return True
 
     def create_view(self, name: str, sql: str, query, if_not_exists: bool = False,
@@ -334,8 +328,30 @@ class Warehouse:
         self._clear_leftovers(name)
         self.commit_catalog(objects, f"CREATE {'TABLE' if kind == TABLE else 'MATERIALIZED VIEW'} {name}")
         self._plans[(name, created)] = plan
-        self.refresh(name)  # back-fill from the snapshot
+        try:
+            self.refresh(name)  # back-fill from the snapshot
+        except BaseException:
+            self._undo_create(name)
+            raise
         return True
+
+    def _undo_create(self, name: str) -> None:
+        """Take back a CREATE whose object the catalog already lists but whose back-fill failed:
+        the object leaves the catalog and its files go, so the failed statement leaves no trace
+        (unless another process created a consumer of it meanwhile: then it stays, as created)."""
+        try:
+            self.settle([name], report=False)
+            cat = self.catalog(reload=True)
+            if name in cat.objects and not cat.consumers(name):
+                self.commit_catalog({k: v for k, v in cat.objects.items() if k != name},
+                                    f"DROP {name} (its CREATE failed)")
+                self._manifests.pop(name, None)
+                self._plans = {k: v for k, v in self._plans.items() if k[0] != name}
+                self.compactor.forget(name)
+                self._clear_leftovers(name)
+        except Exception:  # noqa: BLE001 - the CREATE's own error is the one to report
+            logging.getLogger("dagster_rw").warning("could not take back the failed CREATE of %s", name,
+                                                    exc_info=True)
 
     def create_sink(self, statement) -> bool:
         from ..sinks.definition import create_sink
@@ -379,10 +395,9 @@ class Warehouse:
         return True
 
     def _clear_leftovers(self, name: str) -> None:
-        if not name or "/" in name:
-            raise ProgrammingError(f"invalid object name {name!r}")
-        for key in self.store.list(f"objects/{name}/") + self.store.list(f"{epochs.STAGING}/{name}/") \
-                + self.store.list(f"sinks/{name}/"):
+        folder = catalogs.key_name(name)  # (raises for a name no key can hold)
+        for key in self.store.list(f"objects/{folder}/") + self.store.list(f"{epochs.STAGING}/{folder}/") \
+                + self.store.list(f"sinks/{folder}/"):
             self.store.delete(key)
 
     def ancestors(self, names: list[str]) -> list[CatalogObject]:
@@ -414,7 +429,7 @@ class Warehouse:
         if n == 0:
             return 0
         if not obj.pk and ROW_ID not in rows.column_names:
-            base = _row_id_base(n)
+            base = row_ids.allocate(self.store, n)
             rows = rows.append_column(ROW_ID, pa.array(range(base, base + n), pa.int64()))
         op = pa.array(ops if ops is not None else [1] * n, pa.int8())
         rows = rows.append_column(OP, op).append_column(SEQ, pa.array(range(n), pa.int64()))
@@ -467,7 +482,7 @@ class Warehouse:
         return finish(engine.sql(
             f"SELECT {cols} FROM rw_cur rw_a WHERE NOT EXISTS (SELECT 1 FROM rw_delta rw_b WHERE rw_b._w < 0 AND "
             + " AND ".join(f'rw_a."{k}" IS NOT DISTINCT FROM rw_b."{k}"' for k in obj.stream_key)
-            + f") UNION ALL SELECT {cols} FROM rw_delta WHERE _w > 0", lazy=True, rw_cur=current, rw_delta=delta))
+            + f") UNION ALL SELECT {cols} FROM rw_delta WHERE _w > 0", rw_cur=current, rw_delta=delta))
 
     # -- epochs and steps ----------------------------------------------------------------------
     def barrier(self) -> int:
@@ -591,7 +606,7 @@ class Warehouse:
                 continue
             pk, schema, *kind = self._state_spec(obj, table_name)
             table = (kind[0] if kind else step.StateTable)(
-                self.store, self.engine, f"objects/{name}/state/{table_name}", pk, schema, files)
+                self.store, self.engine, f"objects/{catalogs.key_name(name)}/state/{table_name}", pk, schema, files)
             state[table_name], gone = table.compact_all()
             dropped.extend(gone)
         if dropped:

@@ -10,7 +10,7 @@ from ..runtime import step
 from ..sql.append_only import is_append_only, source_is_append_only
 from ..sql.planner import Planner
 from ..storage import manifest as manifests
-from ..storage.catalog import MATERIALIZED_VIEW, SINK, TABLE, CatalogObject, Column
+from ..storage.catalog import MATERIALIZED_VIEW, SINK, TABLE, CatalogObject, Column, key_name
 from ..storage.manifest import Manifest
 from ..storage.state_table import write_sst
 from . import delivery
@@ -84,7 +84,7 @@ def create_sink(wh, s) -> bool:
                                                 rw_s=wh.snapshot(input_name)))
         if snap.num_rows:
             snap = snap.cast(pa.schema([*step.object_schema(obj), pa.field(W, pa.int64())]))
-            own.append(write_sst(wh.store, wh.engine, snap, f"objects/{s.name}/changes", [], 0, start))
+            own.append(write_sst(wh.store, wh.engine, snap, f"objects/{key_name(s.name)}/changes", [], 0, start))
     # the position is committed before the catalog names the sink: from then on the input keeps its
     # change files after `start` for it
     wh.remember_manifest(manifests.commit(wh.store, Manifest(object=s.name, epoch=start, changelog=own), [], 0))

@@ -33,7 +33,9 @@ class SinkHealth:
 
 
 def health_key(sink: str) -> str:
-    return f"sinks/{sink}/health.json"
+    from ..storage.catalog import key_name
+
+    return f"sinks/{key_name(sink)}/health.json"
 
 
 def load(store, sink: str) -> SinkHealth:

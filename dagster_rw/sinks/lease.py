@@ -20,7 +20,9 @@ DEFAULT_SECONDS = 300.0
 
 
 def lease_key(sink: str) -> str:
-    return f"sinks/{sink}/lease.json"
+    from ..storage.catalog import key_name
+
+    return f"sinks/{key_name(sink)}/lease.json"
 
 
 @dataclass

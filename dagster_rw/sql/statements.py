@@ -153,8 +153,39 @@ def split(script: str) -> list[str]:
     return out
 
 
-def _words(sql: str) -> list[str]:
-    return [t.text.upper() for t in _DIALECT.tokenize(sql)]
+NAMEDATALEN = 64  # as in PostgreSQL: an identifier takes at most NAMEDATALEN - 1 bytes
+
+
+def check_identifier(name: str, quoted: bool = True) -> None:
+    """Refuse an identifier PostgreSQL could not hold: longer than NAMEDATALEN - 1 bytes (PostgreSQL
+    truncates it with a NOTICE; here it is an error, as two long names could otherwise meet), empty
+    when quoted, or holding a control character (NUL included)."""
+    from ..storage.catalog import check_storable, shown_name
+
+    if quoted and not name:
+        raise ProgrammingError('zero-length delimited identifier ("")')
+    check_storable(name)
+    size = len(name.encode("utf-8"))
+    if size >= NAMEDATALEN:
+        raise ProgrammingError(f"identifier {shown_name(name)} is too long: {size} bytes, the limit is "
+                               f"{NAMEDATALEN - 1} (PostgreSQL's NAMEDATALEN - 1)")
+
+
+def _tokens(sql: str, check_names: bool = True) -> list:
+    """sqlglot's tokens of a statement; with `check_names`, its identifiers checked (check_identifier)."""
+    try:
+        tokens = _DIALECT.tokenize(sql)
+    except TokenError as e:
+        raise ProgrammingError(f"syntax error: {e}") from None
+    if check_names:
+        for t in tokens:
+            if t.token_type in (TokenType.IDENTIFIER, TokenType.VAR):
+                check_identifier(t.text, quoted=t.token_type == TokenType.IDENTIFIER)
+    return tokens
+
+
+def _words(sql: str, check_names: bool = True) -> list[str]:
+    return [t.text.upper() for t in _tokens(sql, check_names)]
 
 
 def _parse(sql: str) -> exp.Expression:
@@ -167,9 +198,12 @@ def _parse(sql: str) -> exp.Expression:
         raise ProgrammingError(f"syntax error{where}: {err.get('description', str(e))}") from None
 
 
-def parse(sql: str) -> Statement:
+def parse(sql: str, check_names: bool = True) -> Statement:
+    """A statement classified and parsed. `check_names` refuses identifiers PostgreSQL could not
+    hold (check_identifier): for statements users write; definitions read back from the catalog
+    are taken as they were accepted."""
     sql = sql.strip().rstrip(";").strip()
-    words = _words(sql)
+    words = _words(sql, check_names)
     if not words:
         raise ProgrammingError("empty statement")
     head = words[0]
@@ -177,7 +211,7 @@ def parse(sql: str) -> Statement:
         return Flush(sql)
     if head == "EXPLAIN":
         toks = _DIALECT.tokenize(sql)
-        return Explain(sql, inner=parse(sql[toks[0].end + 1:]))
+        return Explain(sql, inner=parse(sql[toks[0].end + 1:], check_names))
     if head == "SHOW":
         return Show(sql, what=" ".join(words[1:]))
     if head in ("DESCRIBE", "DESC"):
@@ -449,7 +483,7 @@ def _parse_insert(sql: str, tree: exp.Insert) -> Insert:
 
 def view_query(sql: str) -> exp.Expression:
     """The query of a stored CREATE MATERIALIZED VIEW statement."""
-    st = parse(sql)
+    st = parse(sql, check_names=False)
     if isinstance(st, CreateTable) and st.as_query is not None:
         return st.as_query
     assert isinstance(st, CreateView)
@@ -457,5 +491,5 @@ def view_query(sql: str) -> exp.Expression:
 
 
 def view_emits_on_window_close(sql: str) -> bool:
-    st = parse(sql)
+    st = parse(sql, check_names=False)
     return isinstance(st, (CreateView, CreateTable)) and st.emit_on_window_close

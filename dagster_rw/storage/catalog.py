@@ -1,8 +1,10 @@
 """The catalog: every object's definition, one atomically committed version per DDL statement."""
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import asdict, dataclass, field
 
+from ..errors import ProgrammingError
 from . import versioned
 from .object_store import ObjectStore
 
@@ -63,6 +65,64 @@ class Catalog:
     def topological(self) -> list[CatalogObject]:
         """Objects in creation order, which is a topological order (inputs exist before consumers)."""
         return list(self.objects.values())
+
+
+_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
+_SEGMENT_BYTES = 255  # one path segment on the common local file systems (S3 keys take 1024 bytes)
+
+
+def key_name(name: str) -> str:
+    """An object's name as its keys spell it (objects/<key_name>/..., staging/<key_name>/...,
+    sinks/<key_name>/...): the name itself when it has only lower-case ASCII letters, digits and
+    underscores (every unquoted ASCII identifier), else those characters kept and each byte of
+    every other character's UTF-8 form written as '-' and two hex digits ("Sales 2024" ->
+    "-53ales-202024"). Safe as a folder on any local disk (no '/', never '.' or '..', no upper case
+    for a case-insensitive disk to fold) and as part of an S3 key, and one-to-one: a plain name has
+    no '-'. Raises ProgrammingError for a name no key can hold."""
+    if name and all(c in _PLAIN for c in name):
+        out = name
+    else:
+        check_storable(name)
+        out = "".join(c if c in _PLAIN else "".join(f"-{b:02x}" for b in c.encode()) for c in name)
+    if len(out) > _SEGMENT_BYTES:
+        raise ProgrammingError(f"the name {shown_name(name)} is too long to be stored "
+                               f"({len(name.encode())} bytes)")
+    return out
+
+
+def name_of_key(segment: str) -> str:
+    """The object name that key_name() spelled as `segment`."""
+    if "-" not in segment:
+        return segment
+    out, i = bytearray(), 0
+    while i < len(segment):
+        if segment[i] == "-":
+            out.append(int(segment[i + 1:i + 3], 16))
+            i += 3
+        else:
+            out += segment[i].encode()
+            i += 1
+    return out.decode()
+
+
+def check_storable(name: str) -> None:
+    """Raise ProgrammingError unless `name` can name an object: not empty, no control characters
+    (NUL included), valid Unicode."""
+    if not name:
+        raise ProgrammingError("an object's name cannot be empty")
+    for c in name:
+        if c.isprintable() or c == " ":
+            continue
+        category = unicodedata.category(c)
+        if category in ("Cc", "Cs"):  # controls (NUL too), lone surrogates (not Unicode text)
+            what = "the control character" if category == "Cc" else "the lone surrogate"
+            raise ProgrammingError(f"invalid name {shown_name(name)}: it contains {what} U+{ord(c):04X}")
+
+
+def shown_name(name: str, limit: int = 63) -> str:
+    """A name for an error message: quoted, control characters escaped, cut after `limit` characters."""
+    text = "".join(c if c.isprintable() or c == " " else f"\\u{ord(c):04x}" for c in name[:limit])
+    return '"' + text + ("..." if len(name) > limit else "") + '"'
 
 
 def load(store: ObjectStore) -> Catalog:

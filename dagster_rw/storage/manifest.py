@@ -98,7 +98,9 @@ class Manifest:
 
 
 def manifest_prefix(obj: str) -> str:
-    return f"objects/{obj}/manifest"
+    from .catalog import key_name
+
+    return f"objects/{key_name(obj)}/manifest"
 
 
 def load(store: ObjectStore, obj: str) -> Manifest:

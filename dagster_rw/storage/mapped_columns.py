@@ -253,8 +253,14 @@ def _root() -> str:
                     shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
             _root_folder = os.path.join(parent, f"{_PREFIX}{os.getpid()}")
             os.makedirs(_root_folder, exist_ok=True)
-            atexit.register(shutil.rmtree, _root_folder, True)
+            atexit.register(_remove_at_exit, _root_folder, os.getpid())
         return _root_folder
+
+
+def _remove_at_exit(folder: str, pid: int) -> None:
+    """Remove this process's folder at exit (not a forked child's exit: the folder is its parent's)."""
+    if os.getpid() == pid:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _alive(pid: int) -> bool:

@@ -164,11 +164,28 @@ class S3Store(ObjectStore):
         self._files = None
         self.bucket = parsed.netloc
         self.prefix = parsed.path.strip("/")
+        self._endpoint_url = endpoint_url
+        self._own_client = client is None
         self.client = client or boto3.client("s3", endpoint_url=endpoint_url,
                                                    **{k: v for k, v in client_options.items() if v})
+        from ..runtime.fork import track_store
+
+        track_store(self)
         digest = hashlib.sha1(url.encode()).hexdigest()[:12]
         self.cache_dir = cache_dir or os.path.join(tempfile.gettempdir(), "dagster_rw_cache", digest)
         os.makedirs(self.cache_dir, exist_ok=True)
+
+    def reopen_after_fork(self) -> None:
+        """In a forked child: a client of its own (a boto3 client's connections are the parent's);
+        a client the caller passed in stays as it is."""
+        if not self._own_client:
+            return
+        import boto3
+
+        from ..runtime.fork import keep
+
+        keep(self.client)
+        self.client = boto3.client("s3", endpoint_url=self._endpoint_url, **self._client_options)
 
     def _key(self, key: str) -> str:
         return f"{self.prefix}/{key}" if self.prefix else key
@@ -324,6 +341,18 @@ def delete_in_background(store: ObjectStore, keys: list[str]) -> None:
             _deleter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rw-delete")
         _deletions[:] = [f for f in _deletions if not f.done()]
         _deletions.append(_deleter.submit(run))
+
+
+def forget_parent_work() -> None:
+    """In a forked child: the deleting thread and its queue are the parent's (the parent deletes
+    what it queued); the child starts its own on first use."""
+    global _deleter
+    from ..runtime.fork import keep, reinit
+
+    keep(_deleter)
+    _deleter = None
+    _deletions.clear()
+    reinit(_deletions_lock)
 
 
 def wait_for_deletions() -> None:

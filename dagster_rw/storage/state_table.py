@@ -63,7 +63,7 @@ class StateTable:
 
     def read_all(self):
         """Every live row (a full read: for snapshots and batch queries, never per epoch)."""
-        return self.engine.sql(self._merged(""), lazy=True, rw_state=self._scan())
+        return self.engine.sql(self._merged(""), rw_state=self._scan())
 
     def lookup(self, keys, on: list[str]):
         """Live rows whose columns `on` (a prefix of the key) equal those of some row of `keys`."""
@@ -352,7 +352,7 @@ class StateTable:
         rels = {f"r{i}": r for i, r in enumerate(staged)}
         union = " UNION ALL ".join(f"SELECT {cols}, {DELETED} FROM r{i}" for i in range(len(rels)))
         return self.engine.sql(f"SELECT {cols}, CAST({epoch_to} AS BIGINT) AS {EPOCH}, {DELETED} FROM ({union}) u",
-                               lazy=True, **rels)
+                               **rels)
 
     def prepare(self, epoch_from: int, epoch_to: int) -> PreparedSst | None:
         """flush's first half: the staged rows as one file-to-be, sorted, named and (in-process)
@@ -444,7 +444,7 @@ class StateTable:
         full_merge = start == 0
         if not isinstance(self.engine, DuckEngine):
             source = StateTable(self.store, self.engine, self.key_dir, self.pk, self.schema, group)._scan()
-            rel = self.engine.sql(self._merge_query(full_merge), lazy=True, rw_state=source)
+            rel = self.engine.sql(self._merge_query(full_merge), rw_state=source)
             return self._write(rel, group[0].epoch_from, group[-1].epoch_to)
         if sst_cache.too_large([self.store.local_path(f.key) for f in group]):
             return [self._merge_streaming(group, full_merge)]
