@@ -159,6 +159,21 @@ def ship_package(session) -> None:
         _shipped[id(session)] = session
 
 
+def no_static_broadcast(session) -> None:
+    """Let Spark broadcast a join's side only by the sizes it measured while running (adaptive
+    execution), never by its planner's estimate: the planner sizes a scan by Python tasks by its
+    list of files, not its rows, and would broadcast millions of rows through the driver. A step
+    still broadcasts a small change by its own choice (SparkEngine.join_strategy)."""
+    for key, value in (("spark.sql.adaptive.autoBroadcastJoinThreshold", "10MB"),
+                       ("spark.sql.autoBroadcastJoinThreshold", "-1")):
+        try:
+            if key.startswith("spark.sql.adaptive") and session.conf.get(key, None):
+                continue  # the session's own setting stands
+            session.conf.set(key, value)
+        except Exception:  # noqa: BLE001 - a server that refuses the setting keeps its own
+            pass
+
+
 def is_connect(session) -> bool:
     return type(session).__module__.startswith("pyspark.sql.connect")
 
@@ -189,6 +204,7 @@ class SparkEngine(Engine):
         # Spark decides (batch queries)
         self.join_strategy: str | None = None
         ship_package(session)
+        no_static_broadcast(session)
 
     def release(self) -> None:
         """Drop the temporary views the rules registered since the last release (a step, a query
