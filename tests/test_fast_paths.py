@@ -17,7 +17,7 @@ from dagster_rw.operators import base
 from dagster_rw.operators.aggregate import AggregateOp
 from dagster_rw.operators.base import W, consolidate_sql, state_upsert_sql
 from dagster_rw.runtime import epochs, step
-from dagster_rw.storage import sst_cache
+from dagster_rw.storage import key_codes, sst_cache
 from dagster_rw.storage.state_table import KEY_ORDER
 
 _ENGINE = DuckEngine(threads=1)
@@ -197,8 +197,8 @@ def sorter(request, monkeypatch):
     """Large sorts by numpy's sort or by Polars' (sst_cache.sort_values picks the faster per
     machine): every array counts as large here, so both are checked on the same cases."""
     polars = pytest.importorskip("polars") if request.param == "polars" else None
-    monkeypatch.setattr(sst_cache, "_FAST_SORT_MIN_VALUES", 0)
-    monkeypatch.setattr(sst_cache, "_sort_choice", (polars,))
+    monkeypatch.setattr(key_codes, "_FAST_SORT_MIN_VALUES", 0)
+    monkeypatch.setattr(key_codes, "_sort_choice", (polars,))
     return request.param
 
 

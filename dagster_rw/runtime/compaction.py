@@ -60,7 +60,7 @@ class Compactor:
     def forget_parent_work(self) -> None:
         """In a forked child: the merges in flight are the parent's (it adopts or deletes what
         they write), and so is the merging thread."""
-        from .fork import keep, reinit
+        from ..after_fork import keep, reinit
 
         keep(self._pool)
         self._pool = None

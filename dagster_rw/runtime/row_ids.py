@@ -91,7 +91,7 @@ def allocate(store, n: int) -> int:
 
 def forget_parent_blocks() -> None:
     """In a forked child: the blocks this process held are the parent's; the child claims its own."""
-    from .fork import reinit
+    from ..after_fork import reinit
 
     _allocators.clear()
     reinit(_lock)

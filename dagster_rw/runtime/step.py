@@ -551,7 +551,7 @@ def forget_parent_pools() -> None:
     follow the fork); new ones start on first use. Index jobs held back by the parent's FLUSH are
     dropped (a lookup that needs an index builds it)."""
     global _pool, _index_pool, _held
-    from .fork import keep
+    from ..after_fork import keep
 
     keep(_pool, _index_pool)
     _pool = _index_pool = _held = None

@@ -26,7 +26,8 @@ from ..storage.catalog import (
 from ..storage.manifest import Manifest
 from ..storage.object_store import ObjectStore
 from ..storage.state_table import write_sorted
-from . import epochs, fork, ingest, row_ids, step
+from .. import after_fork as fork
+from . import epochs, ingest, row_ids, step
 from .compaction import Compactor
 
 DEFAULT_OPTIONS = {

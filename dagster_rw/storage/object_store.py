@@ -168,7 +168,7 @@ class S3Store(ObjectStore):
         self._own_client = client is None
         self.client = client or boto3.client("s3", endpoint_url=endpoint_url,
                                                    **{k: v for k, v in client_options.items() if v})
-        from ..runtime.fork import track_store
+        from ..after_fork import track_store
 
         track_store(self)
         digest = hashlib.sha1(url.encode()).hexdigest()[:12]
@@ -182,7 +182,7 @@ class S3Store(ObjectStore):
             return
         import boto3
 
-        from ..runtime.fork import keep
+        from ..after_fork import keep
 
         keep(self.client)
         self.client = boto3.client("s3", endpoint_url=self._endpoint_url, **self._client_options)
@@ -347,7 +347,7 @@ def forget_parent_work() -> None:
     """In a forked child: the deleting thread and its queue are the parent's (the parent deletes
     what it queued); the child starts its own on first use."""
     global _deleter
-    from ..runtime.fork import keep, reinit
+    from ..after_fork import keep, reinit
 
     keep(_deleter)
     _deleter = None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import weakref
 
 _warehouses: weakref.WeakSet = weakref.WeakSet()
@@ -50,11 +51,11 @@ def fresh_duckdb(engine) -> None:
 
 
 def _after_fork_in_child() -> None:
-    from ..storage import object_store
-    from . import row_ids, step
-
-    resets = [_module_caches, step.forget_parent_pools, object_store.forget_parent_work,
-              row_ids.forget_parent_blocks]
+    # modules found by name, not imported: this module imports no other of the package (every layer
+    # uses it), and a module the process never imported has nothing to reset
+    resets = [_module_caches] + [getattr(module, name) for module, name in (
+        (_module("runtime.step"), "forget_parent_pools"), (_module("storage.object_store"), "forget_parent_work"),
+        (_module("runtime.row_ids"), "forget_parent_blocks")) if module is not None]
     resets += [store.reopen_after_fork for store in list(_stores)]
     resets += [wh.forget_parent_work for wh in list(_warehouses)]
     for reset in resets:  # each on its own: one that fails leaves the others done
@@ -64,30 +65,38 @@ def _after_fork_in_child() -> None:
             logging.getLogger("dagster_rw").warning("resetting %s after a fork failed", reset, exc_info=True)
 
 
+def _module(name: str):
+    return sys.modules.get(f"dagster_rw.{name}")
+
+
 def _module_caches() -> None:
     """Module-level caches and locks: clients and file systems are made again on first use, and
     locks are reinitialised in place (every module keeps its reference)."""
-    import sys
-
-    from ..storage import sst_cache, warehouse_files
-
-    with_locks = [sst_cache._lock, sst_cache._sort_lock, sst_cache._holder_lock]
-    keep(*warehouse_files._filesystems.values(), *warehouse_files._clients.values())
-    warehouse_files._filesystems.clear()
-    warehouse_files._clients.clear()
-    with_locks.append(warehouse_files._lock)
-    sst_cache._holder_locks.clear()  # per-map locks, made again on first use
-    mapped = sys.modules.get("dagster_rw.storage.mapped_columns")
+    with_locks = []
+    sst_cache = _module("storage.sst_cache")
+    if sst_cache is not None:
+        with_locks += [sst_cache._lock, sst_cache._holder_lock]
+        sst_cache._holder_locks.clear()  # per-map locks, made again on first use
+    key_codes = _module("storage.key_codes")
+    if key_codes is not None:
+        with_locks.append(key_codes._sort_lock)
+    warehouse_files = _module("storage.warehouse_files")
+    if warehouse_files is not None:
+        keep(*warehouse_files._filesystems.values(), *warehouse_files._clients.values())
+        warehouse_files._filesystems.clear()
+        warehouse_files._clients.clear()
+        with_locks.append(warehouse_files._lock)
+    mapped = _module("storage.mapped_columns")
     if mapped is not None:
         with_locks.append(mapped._locks_lock)
         mapped._locks.clear()
         mapped._root_folder = None  # the child's mapped files go in a folder of its own
-    kafka = sys.modules.get("dagster_rw.sources.kafka")
+    kafka = _module("sources.kafka")
     if kafka is not None:
         keep(*kafka._CONSUMERS.values())
         kafka._CONSUMERS.clear()
         with_locks.append(kafka._LOCK)
-    spark = sys.modules.get("dagster_rw.engine.spark")
+    spark = _module("engine.spark")
     if spark is not None:
         with_locks.append(spark._zip_lock)
     for lock in with_locks:
