@@ -130,10 +130,14 @@ def _cancel_pairs(delta: pa.Table, cols: list[str]) -> pa.Table | None:
     return delta.filter(pa.array(keep)).select(cols + [W])
 
 
-def state_writes(engine, delta, cols: list[str], pk: list[str]):
+def state_writes(engine, delta, cols: list[str], pk: list[str], empty: bool = False):
     """The state writes of a consolidated delta whose rows are unique per `pk` and sign: inserted
     rows are put; keys left with only deletions become tombstones (state_upsert_sql, in Arrow
-    when the key columns are integers)."""
+    when the key columns are integers). Into an `empty` state table (a backfill, a first step) a
+    deletion has nothing to remove: only the inserted rows are written, with no anti-join."""
+    if empty and not isinstance(delta, pa.Table):
+        # a filter of the delta computed once: cheaper to read again than to store again
+        return engine.sql(f"SELECT {col_list(cols)}, false AS {DELETED} FROM d WHERE {W} > 0", d=engine.shared(delta))
     if isinstance(delta, pa.Table):
         fast = _state_writes_in_arrow(delta, cols, pk)
         if fast is not None:

@@ -97,7 +97,8 @@ class JoinSides:
         for side, delta, cols in (("left", dl, self.lcols()), ("right", dr, self.rcols())):
             if isinstance(delta, pa.Table) and not delta.num_rows:
                 continue  # (a Spark delta is not counted: that would be a job of its own)
-            self.state(side).stage(partial(state_writes, self.engine, delta, cols, self.side_pk(side)))
+            table = self.state(side)
+            table.stage(partial(state_writes, self.engine, delta, cols, self.side_pk(side), not table.files))
 
     def keys_of(self, delta, cols: list[str], as_names: list[str]):
         """The join keys of a delta's rows under the other side's names (NULL keys never match)."""
@@ -123,7 +124,9 @@ class InnerJoinOp(JoinSides, Operator):
         changed_l, changed_r = (not isinstance(d, pa.Table) or d.num_rows > 0 for d in (dl, dr))
         cond = self.condition()
         parts, rels = [], {"dl": dl, "dr": dr}
-        if changed_l:  # dL join R_old
+        # an empty side's old state joins nothing (a backfill): its term is left out of the plan
+        old_l, old_r = bool(self.state("left").files), bool(self.state("right").files)
+        if changed_l and old_r:  # dL join R_old
             if not changed_r:
                 gathered = self.gather(dl)
                 if gathered is not None:
@@ -132,7 +135,7 @@ class InnerJoinOp(JoinSides, Operator):
             r_hit = self.state("right").lookup(self.keys_of(dl, self.lkeys(), self.rkeys()), self.rkeys())
             rels["rh"] = self.with_unit_weight(r_hit, self.rcols())
             parts.append(f"SELECT {self.output_select('l.' + W)} FROM dl l JOIN rh r ON {cond}")
-        if changed_r:  # L_old join dR
+        if changed_r and old_l:  # L_old join dR
             rels["lh"] = self.with_unit_weight(
                 self.state("left").lookup(self.keys_of(dr, self.rkeys(), self.lkeys()), self.lkeys()), self.lcols())
             parts.append(f"SELECT {self.output_select('r.' + W)} FROM lh l JOIN dr r ON {cond}")

@@ -406,7 +406,7 @@ def _commit_output(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, delta,
         counts = _counts_and_check(engine, obj, delta, key if check else [])
     out = output_table(wh, obj, m, engine)
     if obj.kind != SOURCE:  # a source keeps only its change log
-        out.stage(writes if writes is not None else state_writes(engine, delta, cols, key))
+        out.stage(writes if writes is not None else state_writes(engine, delta, cols, key, not out.files))
     tables = {OUTPUT: out, **ctx.tables}
     changed = bool(counts["ins"] or counts["del"])
     if defer and engine is wh.engine:
