@@ -144,10 +144,7 @@ class Connection:
 
     def flush(self) -> int:
         self._check()
-        self.wh.sync()
-        epoch = self.wh.barrier()
-        self.wh.refresh_all()
-        return epoch
+        return self.wh.flush()
 
     def compact(self, name: str | None = None) -> int:
         """Merge state files (of one object, or of all); returns how many files were removed."""

@@ -409,3 +409,63 @@ def test_query_reads_its_version_while_another_connection_compacts(tmp_path):
     assert fired and not fired[0] & now_listed  # the files the query read were compacted away
     assert sorted(rows) == [(i, 1) for i in range(3)]
     assert sorted(reader.execute("SELECT * FROM s").fetchall()) == [(i, 1) for i in range(8)]
+
+
+FLUSHER = textwrap.dedent('''
+    import json, os, sys, time
+    import dagster_rw
+
+    warehouse, tag, count, go, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+    conn = dagster_rw.connect(warehouse)
+    deadline = time.monotonic() + 60
+    while not os.path.exists(go):
+        if time.monotonic() > deadline:
+            raise SystemExit("never told to go")
+        time.sleep(0.002)
+    flushes = 0
+    for i in range(count):
+        conn.execute(f"INSERT INTO t VALUES ({tag * 1000 + i}, {tag})")
+        conn.execute("FLUSH")  # an error here ends the process with a traceback
+        flushes += 1
+    with open(out, "w") as f:
+        json.dump({"flushes": flushes, "retried": conn.wh.flush_retries}, f)
+''')
+
+
+@pytest.mark.parametrize("where,writers", [("local", 2), ("s3", 4)])
+def test_concurrent_flushes_succeed_without_caller_retries(tmp_path, s3_server, where, writers):
+    """Several processes INSERT into one table and FLUSH at once, on a folder and on S3: every
+    FLUSH returns without error (a step that loses a commit race reads the warehouse again and goes
+    on), every accepted row is in the table once, and the views count every row."""
+    if where == "s3":
+        bucket = f"flush-{writers}-{tmp_path.name[-8:].lower().replace('_', '-')}"
+        s3_server.create_bucket(bucket)
+        warehouse = f"s3://{bucket}/wh"
+    else:
+        warehouse = str(tmp_path / "wh")
+    conn = dagster_rw.connect(warehouse)
+    conn.execute("CREATE TABLE t (id INT PRIMARY KEY, w INT)")
+    conn.execute("CREATE MATERIALIZED VIEW per_writer AS SELECT w, count(*) AS n FROM t GROUP BY w")
+    conn.execute("CREATE MATERIALIZED VIEW total AS SELECT count(*) AS n, sum(id) AS s FROM t")
+    count, go = 4, tmp_path / "go"
+    procs = [_spawn(FLUSHER, [warehouse, str(w), str(count), str(go), str(tmp_path / f"out{w}.json")], tmp_path,
+                    "flusher", env=s3_server.env if where == "s3" else None) for w in range(writers)]
+    try:
+        go.touch()
+        for p in procs:
+            p.wait(timeout=300)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                _kill(p)
+    from test_durability import _stderr
+
+    for w, p in enumerate(procs):
+        assert p.returncode == 0, f"writer {w} failed:\n{_stderr(p)}"
+        out = json.loads((tmp_path / f"out{w}.json").read_text())
+        assert out["flushes"] == count
+    conn.execute("FLUSH")
+    ids = sorted(w * 1000 + i for w in range(writers) for i in range(count))
+    assert [r[0] for r in conn.execute("SELECT id FROM t ORDER BY id").fetchall()] == ids
+    assert sorted(conn.execute("SELECT * FROM per_writer").fetchall()) == [(w, count) for w in range(writers)]
+    assert conn.execute("SELECT * FROM total").fetchall() == [(len(ids), sum(ids))]

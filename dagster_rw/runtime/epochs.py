@@ -132,7 +132,11 @@ def collect_staging(store: ObjectStore, applied_epoch: int) -> None:
     # deleted here, not in the background: a barrier takes a staged file that no epoch above the
     # watermark lists for a new one, so every such file must be gone before the watermark moves
     for n in sorted(n for n in numbers if wm < n <= applied_epoch):
-        for keys in load_epoch(store, n)["batches"].values():
+        try:
+            record = load_epoch(store, n)
+        except FileNotFoundError:  # another process collected it meanwhile
+            continue
+        for keys in record["batches"].values():
             for k in keys:
                 store.delete(k)
     # the watermark only lets barriers skip older epoch records: a crash that loses it (or the

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import logging
 import os
+import random
+import time
 import uuid
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -10,7 +12,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import pyarrow as pa
 
 from ..engine.duck import DuckEngine
-from ..errors import IntegrityError, OperationalError, ProgrammingError
+from ..errors import CommitConflict, IntegrityError, OperationalError, ProgrammingError
 from ..sql.planner import Planner
 from ..storage import catalog as catalogs
 from ..storage import manifest as manifests
@@ -47,6 +49,11 @@ DEFAULT_OPTIONS = {
     "sink_retry_initial_seconds": 0.2,  # first backoff; doubles per failure, with jitter
     "sink_retry_max_seconds": 10.0,  # cap on one backoff
     "flush_delivers_sinks": True,  # FLUSH tries each sink once after the views (failures only recorded)
+    # a FLUSH whose step lost a commit race to another writer reads the warehouse again and goes on,
+    # up to this many times, backing off (doubling from the first figure, with jitter, up to the cap)
+    "flush_conflict_retries": 10,
+    "flush_retry_initial_seconds": 0.02,
+    "flush_retry_max_seconds": 1.0,
 }
 
 ROW_ID = "_row_id"
@@ -64,6 +71,7 @@ class Warehouse:
         self._spark_engine = spark_engine  # a SparkEngine, or a callable that makes one when first needed
         self.options = dict(DEFAULT_OPTIONS)
         self.options.update({k: v for k, v in options.items() if k in DEFAULT_OPTIONS})
+        self.flush_retries = 0  # FLUSHes that went on after losing a commit race (for tests and status)
         self._catalog: Catalog | None = None
         self._plans: dict[tuple[str, int], object] = {}
         self._manifests: dict[str, Manifest] = {}
@@ -544,6 +552,29 @@ class Warehouse:
         if obj.kind == TABLE:
             return step.refresh_table(self, obj)
         return step.refresh_view(self, obj, self.plan(obj))
+
+    def flush(self) -> int:
+        """FLUSH: seal what was accepted into a new epoch, then advance every object to it (or past
+        it) and deliver the sinks; returns the epoch. Another writer committing an object first
+        (CommitConflict) is not this FLUSH's failure: its rows were sealed by the barrier and stay
+        staged until an object applies them, so the FLUSH reads the warehouse again and continues
+        from what the other writer committed, backing off between attempts. Only a conflict that
+        persists past `flush_conflict_retries` attempts is raised."""
+        self.sync()
+        epoch = self.barrier()
+        delay, retries = self.options["flush_retry_initial_seconds"], self.options["flush_conflict_retries"]
+        while True:
+            try:
+                self.refresh_all()
+                return epoch
+            except CommitConflict:
+                if retries <= 0:
+                    raise
+                retries -= 1
+                self.flush_retries += 1
+            time.sleep(delay * random.uniform(0.5, 1.5))
+            delay = min(2 * delay, self.options["flush_retry_max_seconds"])
+            self.sync()
 
     def refresh_all(self) -> int:
         """Advance every object to the newest epoch and deliver the sinks. A sink INTO a table
