@@ -10,6 +10,7 @@ from .engine.duck import DuckEngine, quote
 from .errors import InterfaceError, ProgrammingError
 from .runtime import ingest
 from .runtime.warehouse import ROW_ID, Warehouse
+from .sinks.service import SINKS
 from .sql import explain as explainer
 from .sql import statements as st
 from .sql.functions import inline_statement
@@ -60,7 +61,7 @@ def connect(warehouse: str | None = None, spark=None, **options) -> Connection:
 class Connection:
     def __init__(self, store, spark, options):
         self.engine = DuckEngine()
-        self.wh = Warehouse(store, self.engine, spark_engine=self._make_spark_engine, **options)
+        self.wh = Warehouse(store, self.engine, spark_engine=self._make_spark_engine, sinks=SINKS, **options)
         self.spark = spark
         self.options = options
         self.implicit_flush = False

@@ -15,7 +15,6 @@ import time
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..errors import OperationalError
 from ..operators.base import W
@@ -26,6 +25,7 @@ from ..storage.catalog import SOURCE, TABLE, CatalogObject, key_name
 from ..storage.manifest import Manifest
 from ..storage.state_table import DELETED, StateTable
 from . import epochs, step
+from .watermarks import advance_watermark
 
 SOURCE_OFFSETS = "source_offsets"  # key of the per-source end offsets in an epoch record
 ERRORS = "errors"  # a connector object's state table of bad records
@@ -220,36 +220,6 @@ def refresh_connector(wh, obj: CatalogObject) -> int:
     positions.update(advance_watermark(spec.watermark_column, spec.watermark_delay_us, m.positions, rows, target))
     nxt = dataclasses.replace(m, positions=positions)
     return step._commit_output(wh, obj, nxt, ctx, delta, committed, target, t0)
-
-
-WATERMARK_HISTORY = 256  # epochs of watermark history a source keeps for views that lag
-
-
-def advance_watermark(column: str | None, delay_us: int, positions: dict, rows: pa.Table, target: int) -> dict:
-    """The source's watermark after this step: the largest event time seen minus the delay, never
-    moving back; with its history per epoch (microseconds since 1970), which views read as of
-    their own target epoch. `column`: the WATERMARK column (None: no watermark)."""
-    if not column:
-        return {}
-    wm = positions.get("watermark")
-    if rows.num_rows:
-        ts = rows.column(column)
-        if ts.null_count < rows.num_rows:
-            top = pc.max(ts.cast(pa.timestamp("us", tz=ts.type.tz)).cast(pa.int64())).as_py()
-            wm = top - delay_us if wm is None else max(wm, top - delay_us)
-    history = [h for h in positions.get("watermarks", []) if h[0] < target]
-    if wm is not None:
-        history.append([target, wm])
-    return {"watermark": wm, "watermarks": history[-WATERMARK_HISTORY:]}
-
-
-def watermark_at(m: Manifest, epoch: int) -> int | None:
-    """A source's watermark as of `epoch` (microseconds since 1970), None before its first event."""
-    found = None
-    for e, wm in m.positions.get("watermarks", []):
-        if e <= epoch:
-            found = wm
-    return found
 
 
 def source_snapshot(wh, obj: CatalogObject, m: Manifest) -> pa.Table:

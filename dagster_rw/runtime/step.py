@@ -35,6 +35,7 @@ from ..storage.catalog import SOURCE, TABLE, CatalogObject, key_name
 from ..storage.manifest import Manifest, SstFile
 from ..storage.state_table import StateTable, in_key_order, prepare_sst
 from . import dataflow, epochs
+from .watermarks import advance_watermark, watermark_at
 
 OUTPUT = "output"
 
@@ -91,8 +92,6 @@ class StepContext:
 
     def watermark(self, source: str, epoch: int) -> int | None:
         """The watermark of `source` as of `epoch` (microseconds since 1970; None: no event yet)."""
-        from .ingest import watermark_at
-
         return watermark_at(self.wh.manifest(source), epoch)
 
     def lookup_committed(self, name: str, keys, on: list[str]):
@@ -124,9 +123,7 @@ class StepContext:
         cols = [c.name for c in src.columns]
         if self.backfill:
             if src.kind == SOURCE:  # a source stores no rows: its snapshot is read again from Kafka
-                from .ingest import source_snapshot
-
-                snap = source_snapshot(self.wh, src, sm)
+                snap = self.wh.snapshot(source)
             else:
                 snap = output_table(self.wh, src, sm, self.engine).read_all()
             rel = self.engine.sql(f"SELECT {col_list(cols)}, CAST(1 AS BIGINT) AS {W} FROM rw_snap", rw_snap=snap)
@@ -224,8 +221,6 @@ def refresh_table(wh, obj: CatalogObject) -> int:
 def _with_watermark(engine, obj: CatalogObject, m: Manifest, delta, target: int) -> Manifest:
     """A table with WATERMARK FOR: its manifest's watermark after this step (the newest event
     time inserted, minus the delay, never moving back), recorded per epoch as a source's is."""
-    from .ingest import advance_watermark
-
     col = obj.options["watermark_column"]
     top = engine.to_arrow(engine.sql(f"SELECT max({quote(col)}) AS {quote(col)} FROM d WHERE {W} > 0", d=delta))
     advanced = advance_watermark(col, obj.options["watermark_delay_us"], m.positions, top, target)

@@ -8,6 +8,7 @@ import time
 import uuid
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Protocol
 
 import pyarrow as pa
 
@@ -64,9 +65,24 @@ SEQ = "_seq"
 _STAGED_KEPT_BYTES = 256 << 20
 
 
+class SinkService(Protocol):
+    """What the runtime asks of sinks (the sinks package implements it; the connection hands it to
+    the warehouse): the runtime schedules sinks like other objects but knows no connector."""
+
+    def create(self, wh: Warehouse, statement) -> bool: ...
+    def drop(self, wh: Warehouse, name: str, if_exists: bool) -> bool: ...
+    def deliver(self, wh: Warehouse, obj: CatalogObject) -> int: ...
+    def deliver_best_effort(self, wh: Warehouse, obj: CatalogObject) -> None: ...
+    def forget_target(self, wh: Warehouse, name: str) -> None: ...
+    def delivered_epoch(self, m: Manifest) -> int: ...
+    def status_fields(self, wh: Warehouse, obj: CatalogObject) -> dict: ...
+
+
 class Warehouse:
-    def __init__(self, store: ObjectStore, duck: DuckEngine | None = None, spark_engine=None, **options):
+    def __init__(self, store: ObjectStore, duck: DuckEngine | None = None, spark_engine=None,
+                 sinks: SinkService | None = None, **options):
         self.store = store
+        self._sinks = sinks
         self.engine = duck or DuckEngine()
         self._spark_engine = spark_engine  # a SparkEngine, or a callable that makes one when first needed
         self.options = dict(DEFAULT_OPTIONS)
@@ -198,6 +214,10 @@ class Warehouse:
     def remember_manifest(self, m: Manifest) -> None:
         self._manifests[m.object] = m
 
+    def forget_manifest(self, name: str) -> None:
+        """Read `name`'s manifest from the warehouse again when next asked for it."""
+        self._manifests.pop(name, None)
+
     def defer_commit(self, name: str, provisional: Manifest, finish) -> None:
         """Run `finish` (which writes a step's files and commits its manifest) on the committer thread."""
         if self._committer is None:
@@ -250,7 +270,7 @@ class Warehouse:
                             created_epoch=created, append_only=append_only, options=dict(options or {}))
         objects = dict(cat.objects)
         objects[name] = obj
-        self._clear_leftovers(name)
+        self.clear_leftovers(name)
         # the manifest first: the catalog commit is the statement's last step, so a CREATE that
         # fails leaves nothing in the catalog (and files the next CREATE of the name clears)
         m = manifests.commit(self.store, Manifest(object=name, epoch=created), [], 0)
@@ -286,7 +306,7 @@ class Warehouse:
                             options={**spec.to_options(), "start_offsets": offsets})
         objects = dict(cat.objects)
         objects[s.name] = obj
-        self._clear_leftovers(s.name)
+        self.clear_leftovers(s.name)
         m = Manifest(object=s.name, epoch=created, positions={"offsets": offsets})
         m = manifests.commit(self.store, m, [], 0)  # before the catalog, as for create_table
         self.commit_catalog(objects, f"CREATE {'TABLE' if s.is_table else 'SOURCE'} {s.name}")
@@ -334,7 +354,7 @@ class Warehouse:
                             append_only=kind == TABLE, options={"as_query": True} if kind == TABLE else {})
         objects = dict(cat.objects)
         objects[name] = obj
-        self._clear_leftovers(name)
+        self.clear_leftovers(name)
         self.commit_catalog(objects, f"CREATE {'TABLE' if kind == TABLE else 'MATERIALIZED VIEW'} {name}")
         self._plans[(name, created)] = plan
         try:
@@ -357,27 +377,27 @@ class Warehouse:
                 self._manifests.pop(name, None)
                 self._plans = {k: v for k, v in self._plans.items() if k[0] != name}
                 self.compactor.forget(name)
-                self._clear_leftovers(name)
+                self.clear_leftovers(name)
         except Exception:  # noqa: BLE001 - the CREATE's own error is the one to report
             logging.getLogger("dagster_rw").warning("could not take back the failed CREATE of %s", name,
                                                     exc_info=True)
 
-    def create_sink(self, statement) -> bool:
-        from ..sinks.definition import create_sink
+    @property
+    def sinks(self) -> SinkService:
+        if self._sinks is None:
+            raise OperationalError("this connection was opened without sink support (no SinkService)")
+        return self._sinks
 
-        return create_sink(self, statement)
+    def create_sink(self, statement) -> bool:
+        return self.sinks.create(self, statement)
 
     def close_sink_targets(self) -> None:
         """Close the connections sinks keep open to their targets between refreshes."""
-        from ..sinks.delivery import forget_target
-
         for name in list(self.sink_targets):
-            forget_target(self, name)
+            self.sinks.forget_target(self, name)
 
     def drop_sink(self, name: str, if_exists: bool) -> bool:
-        from ..sinks.definition import drop_sink
-
-        return drop_sink(self, name, if_exists)
+        return self.sinks.drop(self, name, if_exists)
 
     def drop(self, name: str, kind: str, if_exists: bool) -> bool:
         cat = self.catalog(reload=True)
@@ -400,10 +420,10 @@ class Warehouse:
         self.commit_catalog(objects, f"DROP {name}")
         self._manifests.pop(name, None)
         self.compactor.forget(name)
-        self._clear_leftovers(name)
+        self.clear_leftovers(name)
         return True
 
-    def _clear_leftovers(self, name: str) -> None:
+    def clear_leftovers(self, name: str) -> None:
         folder = catalogs.key_name(name)  # (raises for a name no key can hold)
         for key in self.store.list(f"objects/{folder}/") + self.store.list(f"{epochs.STAGING}/{folder}/") \
                 + self.store.list(f"sinks/{folder}/"):
@@ -542,9 +562,7 @@ class Warehouse:
     def _refresh(self, name: str) -> int:
         obj = self.get(name)
         if obj.kind == catalogs.SINK:  # deliver what its input committed; raises once retries are exhausted
-            from ..sinks.delivery import deliver
-
-            return deliver(self, obj)
+            return self.sinks.deliver(self, obj)
         if ingest.is_connector(obj):
             return ingest.refresh_connector(self, obj)
         if obj.options.get("as_query"):  # CREATE TABLE ... AS SELECT: maintained like a view
@@ -611,10 +629,8 @@ class Warehouse:
         self.settle()
         self.collect_garbage()
         if self.options["flush_delivers_sinks"]:  # after every view committed: views never wait for sinks
-            from ..sinks.delivery import deliver_best_effort
-
             for obj in [o for o in self.catalog().topological() if o.kind == catalogs.SINK]:
-                deliver_best_effort(self, obj)
+                self.sinks.deliver_best_effort(self, obj)
         return newest
 
     def collect_garbage(self) -> None:
@@ -672,11 +688,9 @@ class Warehouse:
             m = self.manifest(obj.name)
             epoch = m.epoch if m.exists else obj.created_epoch
             if obj.kind == catalogs.SINK:  # the epoch a sink shows is the one it delivered
-                from ..sinks.delivery import delivered_epoch, status_fields
-
-                epoch = delivered_epoch(m)
+                epoch = self.sinks.delivered_epoch(m)
                 out.append({"name": obj.name, "kind": obj.kind, "epoch": epoch, "lag_epochs": newest - epoch,
-                            **status_fields(self, obj)})
+                            **self.sinks.status_fields(self, obj)})
                 continue
             out.append({
                 "name": obj.name, "kind": obj.kind, "epoch": epoch, "lag_epochs": newest - epoch,

@@ -75,8 +75,8 @@ def create_sink(wh, s) -> bool:
     obj = CatalogObject(name=s.name, kind=SINK, sql=s.sql, columns=[Column(c.name, c.type) for c in visible],
                         pk=list(spec.primary_key), stream_key=list(spec.primary_key), inputs=[input_name],
                         created_epoch=start, append_only=spec.type == APPEND_ONLY, options=spec.to_options())
-    wh._clear_leftovers(s.name)
-    wh._manifests.pop(s.name, None)
+    wh.clear_leftovers(s.name)
+    wh.forget_manifest(s.name)
     own = []
     if spec.snapshot:
         cols = ", ".join(f'"{c.name}"' for c in visible)

@@ -21,7 +21,8 @@ from .key_conversion import append_changes, upsert_changes
 from .log_reader import Batch, cut_batches, pending_files, read_batch
 from .retry import RetryPolicy
 from .spec import SinkSpec, build_spec
-from .target import Changes, Target, TargetError, open_target
+from .connectors import open_target
+from .target import Changes, Target, TargetError
 
 
 def spec_of(obj: CatalogObject) -> SinkSpec:

@@ -35,22 +35,3 @@ class Target:
 
     def close(self) -> None:
         pass
-
-
-def open_target(wh, spec, obj) -> Target:
-    """The connector of a sink, by name."""
-    if spec.connector == "postgres":
-        from .postgres import PostgresTarget
-
-        return PostgresTarget(spec, obj.columns)
-    if spec.connector == "kafka":
-        from .kafka import KafkaTarget
-
-        return KafkaTarget(spec, obj.columns)
-    if spec.connector == "file":
-        from .file import FileTarget
-
-        return FileTarget(spec, obj.columns)
-    from .table import TableTarget
-
-    return TableTarget(wh, spec, obj.columns)
