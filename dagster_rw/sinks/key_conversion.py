@@ -2,9 +2,10 @@
 
 Each change file of the input is one consolidated step: per stream key at most a delete and an
 insert. Per file, group by the sink's primary key: a key with an inserted row gets an upsert of that
-row; a key with only deleted rows gets a delete (DESIGN, "Converting to another key"). Over several
-files the newest file's change for a key wins, which is what applying the files one after another
-would leave; a delivery that is re-done over a different range of files converges the same way.
+row; a key with only deleted rows gets a delete (docs/architecture.md, "Converting to another key").
+Over several files the newest file's change for a key wins, which is what applying the files one
+after another would leave; a delivery that is re-done over a different range of files converges the
+same way.
 """
 from __future__ import annotations
 

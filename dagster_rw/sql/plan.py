@@ -2,7 +2,8 @@
 
 Every node names its output columns positionally (`c0`, `c1`, ...); expressions inside a node refer
 to its child's columns by those names, so operators can be rendered to SQL without any user
-identifiers. Stream keys are lists of output positions, derived bottom-up (DESIGN section 1).
+identifiers. Stream keys are lists of output positions, derived bottom-up (docs/architecture.md,
+"Stream keys").
 """
 from __future__ import annotations
 
