@@ -306,7 +306,12 @@ class SparkEngine(Engine):
         and file scans are returned as they are."""
         if isinstance(relation, (pa.Table, ParquetScan)) or id(relation) in self._computed:
             return relation
-        df = relation.localCheckpoint(eager=True)
+        # on the executors' disks, not in their heaps: a Spark step is large by definition, and rows
+        # kept deserialized in the heap compete with the step's own joins and aggregations (in
+        # local mode, inside the driver's heap); read back, the blocks come from the page cache
+        from pyspark import StorageLevel
+
+        df = relation.localCheckpoint(eager=True, storageLevel=StorageLevel.DISK_ONLY)
         self._computed[id(df)] = df
         return df
 
