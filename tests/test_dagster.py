@@ -140,7 +140,7 @@ def test_specs_carry_lineage_schema_keys_and_checks(shop, shop_assets):
     assert {d.asset_key.path[-1] for d in specs["order_lines"].deps} == {"orders", "items"}
     assert {d.asset_key.path[-1] for d in specs["item_revenue"].deps} == {"order_lines"}
     assert {d.asset_key.path[-1] for d in specs["longest_visit"].deps} == {"visit", "info"}
-    assert specs["orders"].kinds == {"spark", "table"} and specs["longest_visit"].kinds == {"spark", "view"}
+    assert specs["orders"].kinds == {"sql", "table"} and specs["longest_visit"].kinds == {"sql", "view"}
     assert "CREATE MATERIALIZED VIEW order_lines" in specs["order_lines"].description
     assert specs["order_lines"].group_name == "shop"
     md = specs["order_lines"].metadata
@@ -505,7 +505,7 @@ FROM TUMBLE(clicks, ts, INTERVAL '1' MINUTE) GROUP BY page, window_start;
     project = RwProject(folder)
     assets = build_rw_assets(project)
     specs = {s.key.path[-1]: s for a in assets for s in a.specs}
-    assert specs["clicks"].kinds == {"spark", "source"}
+    assert specs["clicks"].kinds == {"sql", "source"}
     assert {d.asset_key.path[-1] for d in specs["clicks_per_minute"].deps} == {"clicks"}
     resource = RwResource(warehouse=str(tmp_path / "wh"), engine="duckdb")
     sensor = build_barrier_sensor(assets)

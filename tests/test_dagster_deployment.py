@@ -99,7 +99,8 @@ def test_webserver_shows_every_object_with_its_lineage(dagster_dev):
     assert got == {name: set(obj.deps) for name, obj in project.objects.items()}
     assert got["order_lines"] == {"orders", "items"} and got["longest_visit"] == {"visit", "info"}
     kinds = {n["assetKey"]["path"][-1]: set(n["kinds"]) for n in listed}
-    assert kinds["orders"] == {"spark", "table"} and kinds["order_lines"] == {"spark", "view"}
+    # the default resource runs steps in-process (engine 'auto', no Spark configured)
+    assert kinds["orders"] == {"sql", "table", "duckdb"} and kinds["order_lines"] == {"sql", "view", "duckdb"}
     assert {n["groupName"] for n in listed} == {"shop"}
 
 

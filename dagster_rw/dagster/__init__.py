@@ -1,9 +1,15 @@
 """The Dagster integration: SQL projects as assets, the barrier sensor, checks, maintenance, a component.
 
     from dagster_rw.dagster import RwProject, RwResource, rw_assets, build_barrier_sensor
+
+`dg` finds `RwProjectComponent` here through the `dagster_dg_cli.registry_modules` entry point, and
+code locations report dagster-rw's version among their libraries.
 """
+from dagster_shared.libraries import DagsterLibraryRegistry
+
+from .. import __version__
 from .asset_decorator import build_rw_assets, build_rw_specs, rw_assets
-from .component import RwProjectComponent
+from .component import RwProjectComponent, RwProjectScaffolder
 from .deploy import deploy
 from .maintenance import build_maintenance_job, build_maintenance_schedule
 from .project import RwObject, RwProject
@@ -16,6 +22,7 @@ __all__ = [
     "RwObject",
     "RwProject",
     "RwProjectComponent",
+    "RwProjectScaffolder",
     "RwResource",
     "build_barrier_sensor",
     "build_maintenance_job",
@@ -25,3 +32,5 @@ __all__ = [
     "deploy",
     "rw_assets",
 ]
+
+DagsterLibraryRegistry.register("dagster-rw", __version__, is_dagster_package=False)

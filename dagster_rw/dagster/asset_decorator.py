@@ -7,8 +7,10 @@
         yield from rw.refresh(context).stream()
 
 Every object gets an `AssetSpec` from the translator and its checks (`check_specs`, evaluated in the
-same step). Sinks are left out by default: `rw_sink_assets` puts them in their own step, so a failing
-sink never fails the run that advances the views.
+step that materializes it). The multi-asset subsets by assets and by checks alike: a run of checks
+alone (the UI's "Execute checks", `AssetSelection.checks(...)`) evaluates exactly those checks on the
+committed data and materializes nothing. Sinks are left out by default: `build_rw_assets` puts each
+in its own step, so a failing sink never fails the run that advances the views.
 """
 from __future__ import annotations
 

@@ -1,18 +1,20 @@
 """Bringing a warehouse in line with a SQL project: create what is declared but missing.
 
 Objects are never altered in place (RisingWave cannot change a view's query either): an object that
-exists with another definition is reported, and the user drops it to declare it anew.
+exists with another definition is reported, and the user drops it to declare it anew. The comment
+above a statement is no part of its definition: rewording it changes nothing in the warehouse.
 """
 from __future__ import annotations
 
 import re
 
 from ..errors import ProgrammingError
-from .project import RwProject
+from .project import RwProject, statement_body
 
 
 def _normal(sql: str) -> str:
-    return re.sub(r"\s+", " ", sql).strip().rstrip(";").strip().lower()
+    """A definition as compared: the comments above it left out, whitespace and case folded."""
+    return re.sub(r"\s+", " ", statement_body(sql)).strip().rstrip(";").strip().lower()
 
 
 def deploy(conn, project: RwProject, names: list[str] | None = None) -> list[str]:

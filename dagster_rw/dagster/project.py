@@ -5,6 +5,15 @@ order and several per file; the project orders them by the relations each one re
 once in a scratch warehouse so every object's columns, types, keys and dependencies are known before
 any data exists. What it learns is an `RwObject` per statement, which the translator turns into an
 asset spec. Expectations for the Great Expectations checks live beside the SQL in `expectations.yaml`.
+
+A statement's documentation is the comment block directly above it (`--` lines or `/* ... */`, no
+blank line between the block and the statement, nor inside the block):
+
+    -- Products nobody visited yet.        <- documents `unvisited`
+    CREATE MATERIALIZED VIEW unvisited AS ...
+
+A file's header, followed by a blank line, documents no object, and neither does a comment after a
+statement on the same line as its semicolon.
 """
 from __future__ import annotations
 
@@ -48,6 +57,7 @@ class RwObject:
     column_lineage: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # col -> [(object, col)]
     expectations: list[dict] = field(default_factory=list)  # [{"type": ..., "kwargs": {...}}]
     append_only: bool = False
+    comment: str = ""  # the comment block directly above the statement, without comment markers
     # the statement as written, secrets included, to create the object; `sql` is what users see
     deploy_sql: str = field(default="", repr=False)
 
@@ -90,6 +100,7 @@ class RwProject:
             raise ProgrammingError(f"SQL project folder {str(self.project_dir)!r} does not exist")
         self.name = name or self.project_dir.name
         self._objects: dict[str, RwObject] | None = None
+        self._comments: dict[tuple[str, str], str] = {}  # (file, statement text) -> its doc comment
 
     # -- reading -------------------------------------------------------------------------------
     def sql_files(self) -> list[Path]:
@@ -98,9 +109,13 @@ class RwProject:
     def declared(self) -> list[Declared]:
         """Every CREATE statement of the project (objects and SQL functions), in file order."""
         out = []
+        self._comments = {}
         for path in self.sql_files():
             rel = str(path.relative_to(self.project_dir))
-            for text in st.split(path.read_text()):
+            script = path.read_text()
+            texts = st.split(script)
+            for text, comment in zip(texts, doc_comments(script, texts)):
+                self._comments[(rel, text)] = comment
                 try:
                     statement = st.parse(text)
                 except ProgrammingError as e:
@@ -212,7 +227,8 @@ class RwProject:
                     c = cat.get(name)
                     deps = _visible_inputs(cat, c) if c else references(statement)
                     obj = RwObject(name=name, kind=c.kind if c else type(statement).__name__[6:].lower(),
-                                   sql=statement.sql, path=rel, deps=deps, deploy_sql=written)
+                                   sql=statement.sql, path=rel, deps=deps, deploy_sql=written,
+                                   comment=self._comments.get((rel, written), ""))
                     if c is not None:
                         obj.columns = [RwColumn(col.name, col.type, col.name not in c.pk) for col in c.visible_columns]
                         obj.primary_key = list(c.pk)
@@ -231,6 +247,71 @@ class RwProject:
         for name, items in expectations.items():
             objects[name].expectations = items
         return objects
+
+
+def _comment_spans(script: str, start: int) -> tuple[list[tuple[int, int]], int]:
+    """The comments from `start` up to the first token of a statement, as (start, end) offsets, and
+    that token's offset."""
+    spans, i = [], start
+    while True:
+        while i < len(script) and script[i].isspace():
+            i += 1
+        if script.startswith("--", i):
+            end = script.find("\n", i)
+            end = len(script) if end < 0 else end
+        elif script.startswith("/*", i):
+            end = script.find("*/", i + 2)
+            if end < 0:
+                return spans, i
+            end += 2
+        else:
+            return spans, i
+        spans.append((i, end))
+        i = end
+
+
+def _comment_text(script: str, span: tuple[int, int]) -> list[str]:
+    raw = script[span[0]:span[1]]
+    if raw.startswith("--"):
+        return [raw[2:].removeprefix(" ").rstrip()]
+    lines = [line.strip() for line in raw[2:-2].splitlines()]
+    lines = [line[1:].removeprefix(" ") if line.startswith("*") else line for line in lines]
+    while lines and not lines[0]:
+        lines.pop(0)
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines
+
+
+def doc_comments(script: str, texts: list[str]) -> list[str]:
+    """For each statement of `script` (as `statements.split` cut it), the comment block directly above
+    it: no blank line between the block and the statement nor inside it, and none of it on the line
+    where the previous statement ends."""
+    out, cursor, previous_end = [], 0, None
+    for text in texts:
+        start = script.find(text, cursor)
+        if start < 0:  # split() only strips whitespace, so every text is found; be safe anyway
+            out.append("")
+            continue
+        cursor = start + len(text)
+        spans, body = _comment_spans(script, start)
+        block: list[tuple[int, int]] = []
+        following = body
+        for span in reversed(spans):
+            if script.count("\n", span[1], following) > 1:
+                break  # a blank line: what is above belongs to something else
+            if previous_end is not None and "\n" not in script[previous_end:span[0]]:
+                break  # on the line where the previous statement ends: a comment about that one
+            block.insert(0, span)
+            following = span[0]
+        previous_end = cursor
+        out.append("\n".join(line for span in block for line in _comment_text(script, span)).strip())
+    return out
+
+
+def statement_body(sql: str) -> str:
+    """The statement without the comments above it."""
+    return sql[_comment_spans(sql, 0)[1]:].strip()
 
 
 def _visible_inputs(cat, c) -> list[str]:

@@ -122,6 +122,20 @@ class RwResource(dg.ConfigurableResource):
             self._conn.close()
             self._conn = None
 
+    def engine_kinds(self) -> set[str]:
+        """The Dagster kinds of the engines this resource runs steps on, for the assets' badges
+        (`DagsterRwTranslator(engines=rw.engine_kinds())`): `duckdb` for in-process steps, `spark`
+        when Spark is configured (engine 'spark', or with 'auto' a `pyspark` resource, a Spark Connect
+        URL, `local[N]` or `spark_conf`). With 'auto' and nothing configured, a step larger than
+        `spark_threshold_rows` still starts an embedded session; each materialization's
+        `dagster_rw/engine` says which engine ran it."""
+        if self.engine == "duckdb":
+            return {"duckdb"}
+        if self.engine == "spark":
+            return {"spark"}
+        configured = self.pyspark is not None or self.spark != "local" or bool(self.spark_conf)
+        return {"duckdb", "spark"} if configured else {"duckdb"}
+
     @property
     def spark_start_seconds(self) -> float | None:
         """How long this resource's Spark session took to start, if it started."""
@@ -247,54 +261,74 @@ class RwRefresh:
         return [n for n in self.project.objects if n in names]
 
     def stream(self) -> Iterator:
-        from . import checks
-
+        """Refresh the selected objects in order, each followed by its selected checks; then the
+        checks selected without their asset (a check-only run), on the data already committed."""
         conn = self.resource.get_connection()
         names = self.selected_names()
-        created = self.resource.deploy(self.project, names)
-        if created:
-            self.context.log.info(f"created in the warehouse: {', '.join(created)}")
+        if names:
+            created = self.resource.deploy(self.project, names)
+            if created:
+                self.context.log.info(f"created in the warehouse: {', '.join(created)}")
         conn.wh.sync()
-        selected_checks = set(self.context.selected_asset_check_keys)
-        key_of = {spec_object(spec)[1]: spec.key for spec in self.context.assets_def.specs}
+        chosen = set(self.context.selected_asset_check_keys)
+        selected_checks = [k for k in self.context.assets_def.check_keys if k in chosen]
+        name_of = {spec.key: spec_object(spec)[1] for spec in self.context.assets_def.specs}
+        key_of = {name: key for key, name in name_of.items()}
         for name in names:
-            before = conn.wh.manifest(name)
-            before_epoch = before.epoch if before.exists else None
-            t0 = time.perf_counter()
-            try:
-                epoch = conn.refresh(name)
-            except Error:
-                if self.project.get(name).kind == "sink":
-                    # a sink that cannot deliver: report how long it has been stuck, then fail the
-                    # step so the retry policy applies (views are in other runs: they go on)
-                    for check_key in checks.check_keys_for(self.context.assets_def, key_of[name]):
-                        if check_key in selected_checks:
-                            yield checks.evaluate(self.resource, conn, self.project.get(name), check_key)
-                raise
-            seconds = time.perf_counter() - t0
-            after = conn.wh.manifest(name)
-            newest = epochs.newest_epoch(conn.wh.store)
-            stepped = before_epoch is None or epoch != before_epoch
-            stats = after.stats if stepped else {}
-            row_count = after.stats.get("row_count")
-            if row_count is None:
-                row_count = conn.engine.num_rows(conn.wh.snapshot(name))
-            metadata = {
-                "dagster_rw/epoch": epoch,
-                "dagster_rw/lag_epochs": newest - epoch,
-                "dagster_rw/epochs_processed": int(stats.get("epochs_processed", 0)),
-                "dagster_rw/rows_inserted": int(stats.get("rows_inserted", 0)),
-                "dagster_rw/rows_deleted": int(stats.get("rows_deleted", 0)),
-                "dagster_rw/state_rows": after.state_rows(),
-                "dagster_rw/state_bytes": after.state_bytes(),
-                "dagster_rw/sst_files": after.sst_count(),
-                "dagster_rw/step_seconds": float(round(seconds, 6)),
-                "dagster_rw/engine": str(stats.get("engine", "none (already at the newest epoch)")),
-                "dagster/row_count": int(row_count),
-            }
-            metadata.update(status_metadata(conn, name, metadata))
-            asset_key = key_of[name]
-            yield dg.MaterializeResult(asset_key=asset_key, metadata=metadata)
-            for check_key in checks.check_keys_for(self.context.assets_def, asset_key):
-                if check_key in selected_checks:
-                    yield checks.evaluate(self.resource, conn, self.project.get(name), check_key)
+            yield from self._refresh_one(conn, name, key_of[name],
+                                         [k for k in selected_checks if k.asset_key == key_of[name]])
+        alone = [k for k in selected_checks if name_of[k.asset_key] not in names]
+        if alone:
+            self.context.log.info(
+                f"evaluating {len(alone)} check(s) on the committed data of "
+                f"{', '.join(dict.fromkeys(name_of[k.asset_key] for k in alone))}; nothing is materialized")
+        for check_key in alone:
+            yield self._check(conn, name_of[check_key.asset_key], check_key)
+
+    def _check(self, conn, name: str, check_key: dg.AssetCheckKey) -> dg.AssetCheckResult:
+        from . import checks
+
+        if conn.wh.catalog().get(name) is None:
+            return dg.AssetCheckResult(
+                asset_key=check_key.asset_key, check_name=check_key.name, passed=False,
+                description=f"{name!r} does not exist in the warehouse yet: materialize it first")
+        return checks.evaluate(self.resource, conn, self.project.get(name), check_key)
+
+    def _refresh_one(self, conn, name: str, asset_key: dg.AssetKey, check_keys: list) -> Iterator:
+        before = conn.wh.manifest(name)
+        before_epoch = before.epoch if before.exists else None
+        t0 = time.perf_counter()
+        try:
+            epoch = conn.refresh(name)
+        except Error:
+            if self.project.get(name).kind == "sink":
+                # a sink that cannot deliver: report how long it has been stuck, then fail the
+                # step so the retry policy applies (views are in other runs: they go on)
+                for check_key in check_keys:
+                    yield self._check(conn, name, check_key)
+            raise
+        seconds = time.perf_counter() - t0
+        after = conn.wh.manifest(name)
+        newest = epochs.newest_epoch(conn.wh.store)
+        stepped = before_epoch is None or epoch != before_epoch
+        stats = after.stats if stepped else {}
+        row_count = after.stats.get("row_count")
+        if row_count is None:
+            row_count = conn.engine.num_rows(conn.wh.snapshot(name))
+        metadata = {
+            "dagster_rw/epoch": epoch,
+            "dagster_rw/lag_epochs": newest - epoch,
+            "dagster_rw/epochs_processed": int(stats.get("epochs_processed", 0)),
+            "dagster_rw/rows_inserted": int(stats.get("rows_inserted", 0)),
+            "dagster_rw/rows_deleted": int(stats.get("rows_deleted", 0)),
+            "dagster_rw/state_rows": after.state_rows(),
+            "dagster_rw/state_bytes": after.state_bytes(),
+            "dagster_rw/sst_files": after.sst_count(),
+            "dagster_rw/step_seconds": float(round(seconds, 6)),
+            "dagster_rw/engine": str(stats.get("engine", "none (already at the newest epoch)")),
+            "dagster/row_count": int(row_count),
+        }
+        metadata.update(status_metadata(conn, name, metadata))
+        yield dg.MaterializeResult(asset_key=asset_key, metadata=metadata)
+        for check_key in check_keys:
+            yield self._check(conn, name, check_key)

@@ -3,28 +3,66 @@
 Shaped like dagster-dbt's `DagsterDbtTranslator`: `get_asset_spec` assembles the spec from small
 per-field methods (`get_asset_key`, `get_group_name`, `get_description`, `get_metadata`, `get_kinds`,
 `get_tags`, `get_owners`, `get_deps`), each taking the `RwObject` and the project.
+
+A description is markdown, as Dagster renders it: a first paragraph in plain words (the comment
+written above the statement, or a sentence saying what the object is), which the catalog's lists
+show as text, then the statement in a fenced SQL block, which an asset's page renders as code.
+
+Kinds say what an asset is (`sql`, and `table`, `view`, `source` or `sink`) and, when the translator
+is given them, which engines run its steps (`engines=rw.engine_kinds()`: `duckdb` for steps run
+in-process, `spark` when the resource is configured with Spark). The engine that ran a given step is
+in its materialization's metadata, `dagster_rw/engine`.
 """
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
+
 import dagster as dg
 
-from .project import RwObject, RwProject
+from .project import RwObject, RwProject, statement_body
 
 KIND_TAGS = {"table": "table", "materialized_view": "view", "source": "source", "sink": "sink"}
+_KIND_WORDS = {"table": "Table", "materialized_view": "Materialized view", "source": "Source", "sink": "Sink"}
+
+
+def sql_block(sql: str) -> str:
+    """`sql` as a fenced markdown code block (the fence longer than any run of backticks inside)."""
+    longest = max((len(run) for run in re.findall(r"`+", sql)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}sql\n{sql}\n{fence}"
 
 
 class DagsterRwTranslator:
+    def __init__(self, engines: Iterable[str] = ()):
+        self.engines = tuple(engines)
+
     def get_asset_key(self, obj: RwObject) -> dg.AssetKey:
         return dg.AssetKey([obj.name])
 
     def get_group_name(self, obj: RwObject, project: RwProject) -> str | None:
         return project.name
 
+    def get_summary(self, obj: RwObject) -> str:
+        """One plain sentence on what the object is, for objects with no comment above them."""
+        kind = _KIND_WORDS.get(obj.kind, obj.kind.replace("_", " ").capitalize())
+        if obj.kind == "table":
+            if obj.append_only:
+                kind = "Append-only table"
+            key = f"primary key ({', '.join(obj.primary_key)})" if obj.primary_key else "no primary key"
+            return f"{kind} with {key}."
+        reads = ", ".join(obj.deps)
+        if obj.kind == "materialized_view":
+            return f"{kind} over {reads}, maintained incrementally." if reads else f"{kind}."
+        if obj.kind == "sink":
+            return f"{kind} delivering the changes of {reads}." if reads else f"{kind}."
+        return f"{kind} reading {reads}." if reads else f"{kind}."
+
     def get_description(self, obj: RwObject) -> str:
-        return f"```sql\n{obj.sql}\n```"
+        return f"{obj.comment or self.get_summary(obj)}\n\n{sql_block(statement_body(obj.sql))}"
 
     def get_kinds(self, obj: RwObject) -> set[str]:
-        return {"spark", KIND_TAGS.get(obj.kind, obj.kind)}
+        return {"sql", KIND_TAGS.get(obj.kind, obj.kind), *self.engines}
 
     def get_tags(self, obj: RwObject) -> dict[str, str]:
         return {"dagster_rw/kind": obj.kind}
