@@ -46,7 +46,7 @@ def fresh_duckdb(engine) -> None:
     query on the inherited connection would wait for them forever. The new connection is set up as
     a new engine's (the tables DuckDB held were transient: registered for one query at a time)."""
     keep(engine.con)
-    engine.con = type(engine)().con
+    engine.con = engine.connect()
     reinit(engine.lock)
 
 

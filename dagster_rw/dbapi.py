@@ -13,6 +13,7 @@ from .runtime.warehouse import ROW_ID, Warehouse
 from .sinks.service import SINKS
 from .sql import explain as explainer
 from .sql import statements as st
+from .sql.function_catalog import check_statement
 from .sql.functions import inline_statement
 from .sql.semantics import typed_query
 from .storage.catalog import MATERIALIZED_VIEW, SOURCE, TABLE
@@ -21,13 +22,6 @@ from .storage.object_store import open_store, wait_for_deletions
 apilevel = "2.0"
 threadsafety = 1
 paramstyle = "qmark"
-
-_IGNORED_SETTINGS = {
-    "streaming_parallelism", "streaming_join_encoding", "sink_decouple", "enable_two_phase_agg",
-    "rw_force_two_phase_agg", "rw_force_split_distinct_agg", "timezone", "search_path",
-    "streaming_use_arrangement_backfill", "background_ddl", "query_mode", "rw_streaming_enable_bushy_join",
-    "streaming_enable_delta_join", "rw_enable_share_plan", "create_compaction_group_for_mv",
-}
 
 
 def connect(warehouse: str | None = None, spark=None, **options) -> Connection:
@@ -60,7 +54,7 @@ def connect(warehouse: str | None = None, spark=None, **options) -> Connection:
 
 class Connection:
     def __init__(self, store, spark, options):
-        self.engine = DuckEngine()
+        self.engine = DuckEngine(folders=store.local_folders())  # DuckDB reaches the warehouse's files only
         self.wh = Warehouse(store, self.engine, spark_engine=self._make_spark_engine, sinks=SINKS, **options)
         self.spark = spark
         self.options = options
@@ -183,6 +177,11 @@ class Connection:
             from .errors import DataError
 
             raise DataError(f"cannot insert into {table!r}: {str(e).splitlines()[0]}") from None
+
+    def relation_columns(self, name: str) -> dict[str, str] | None:
+        """A relation's visible columns and their types, by name (None for an unknown name)."""
+        obj = self.wh.catalog().get(name)
+        return {c.name: c.type for c in obj.visible_columns} if obj is not None else None
 
     def snapshot_relations(self, query: exp.Expression) -> dict:
         """The referenced objects' committed rows (visible columns), by name, for a batch query."""
@@ -357,7 +356,11 @@ class Cursor:
         conn = self.conn
         wh = conn.wh
         wh.sync()
-        inline_statement(statement, wh.functions(), st.DIALECT)  # SQL functions: their bodies in place of calls
+        functions = wh.functions()
+        inline_statement(statement, functions, st.DIALECT)  # SQL functions: their bodies in place of calls
+        # before anything runs: every call is a supported function (DuckDB's file, settings and
+        # extension functions are not) or a SQL function of the warehouse
+        check_statement(statement, functions, conn.relation_columns)
         self.description, self._rows, self._pos, self.rowcount = None, [], 0, -1
         handler = getattr(self, "_do_" + type(statement).__name__.lower())
         handler(statement)
@@ -407,10 +410,8 @@ class Cursor:
         self.conn.flush()
 
     def _do_setvar(self, s: st.SetVar):
-        if s.name in ("rw_implicit_flush", "implicit_flush"):
+        if s.name in st.IMPLICIT_FLUSH_SETTINGS:  # the others the parser accepts are ignored
             self.conn.implicit_flush = s.value in ("true", "on", "1", "t")
-        elif s.name not in _IGNORED_SETTINGS:
-            raise ProgrammingError(f'unrecognized configuration parameter "{s.name}"')
 
     def _do_show(self, s: st.Show):
         from .storage.catalog import SINK

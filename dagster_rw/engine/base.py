@@ -22,6 +22,10 @@ class ParquetScan:
     def local_paths(self) -> list[str]:
         return [self.store.local_path(k) for k in self.keys]
 
+    def local_folders(self) -> list[str]:
+        """The folders the local copies of the store's files live in (what DuckDB may read)."""
+        return self.store.local_folders()
+
 
 class Engine:
     name = "abstract"

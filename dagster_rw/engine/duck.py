@@ -1,8 +1,16 @@
-"""The in-process engine: DuckDB over Arrow tables and local Parquet files."""
+"""The in-process engine: DuckDB over Arrow tables and local Parquet files.
+
+Every DuckDB connection here runs with external access off: it reads and writes files only under
+the folders the engine was given or has been handed files in (a warehouse's folder or its local
+cache of S3 objects, the scratch folder its files are written in), loads no extension, scans no
+Python variable by name, and its configuration is locked, so no SQL turns any of that back on.
+"""
 from __future__ import annotations
 
 import contextlib
 import itertools
+import os
+import tempfile
 import threading
 
 import duckdb
@@ -18,24 +26,77 @@ def quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
 def _sql_list(paths) -> str:
-    return "[" + ", ".join("'" + p.replace("'", "''") + "'" for p in paths) + "]"
+    return "[" + ", ".join(_sql_string(p) for p in paths) + "]"
+
+
+def locked_connection(folders=(), threads: int | None = None, temp_directory: str | None = None):
+    """A DuckDB connection that reaches no file outside `folders` (and its own spill files), loads
+    no extension and scans no Python variable by name, with its configuration locked."""
+    con = duckdb.connect()
+    try:
+        if threads:
+            con.execute(f"SET threads TO {int(threads)}")
+        if temp_directory:
+            con.execute(f"SET temp_directory = {_sql_string(temp_directory)}")
+        con.execute("SET preserve_insertion_order = false")
+        con.execute("SET python_enable_replacements = false")
+        con.execute("SET autoinstall_known_extensions = false")
+        con.execute("SET autoload_known_extensions = false")
+        con.execute(f"SET allowed_directories = {_sql_list(sorted(folders))}")
+        con.execute("SET enable_external_access = false")
+        con.execute("SET lock_configuration = true")
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def spill_folder() -> str:
+    """Where DuckDB spills what does not fit in memory (it may always write there)."""
+    return os.path.join(tempfile.gettempdir(), "dagster_rw_spill")
+
+
+def as_folder(path: str) -> str:
+    """A folder as DuckDB's allowed_directories matches it: absolute, with a trailing separator (so
+    that /wh does not also allow /wh2)."""
+    return os.path.join(os.path.abspath(path), "")
 
 
 class DuckEngine(Engine):
     name = "duckdb"
 
-    def __init__(self, threads: int | None = None):
-        self.con = duckdb.connect()
-        if threads:
-            self.con.execute(f"SET threads TO {int(threads)}")
-        self.con.execute("SET preserve_insertion_order = false")
+    def __init__(self, threads: int | None = None, folders=()):
+        self.threads = threads
+        self.folders: frozenset[str] = frozenset(as_folder(f) for f in folders)
+        self.con = self.connect()
         self.lock = threading.RLock()
+
+    def connect(self):
+        """A new connection of this engine, reaching its folders only."""
+        return locked_connection(self.folders, self.threads, spill_folder())
+
+    def reach(self, folders) -> None:
+        """Let the engine's queries read and write files under `folders` too. The configuration of
+        a connection is locked, so the connection is made again (the engine keeps nothing in it
+        between calls: relations are bound for one query at a time)."""
+        wanted = {as_folder(f) for f in folders} - self.folders
+        if not wanted:
+            return
+        with self.lock:
+            self.folders = self.folders | wanted
+            old, self.con = self.con, self.connect()
+            old.close()
 
     @contextlib.contextmanager
     def _bound(self, relations: dict):
         """Make the relations visible to DuckDB under their names for the duration of one query."""
         with self.lock:
+            self.reach(f for rel in relations.values() if isinstance(rel, ParquetScan) for f in rel.local_folders())
             views, arrows = [], []
             try:
                 for name, rel in relations.items():
@@ -93,9 +154,10 @@ class DuckEngine(Engine):
     def write_parquet(self, relation, path: str, order_by: list[str]) -> int:
         order = (" ORDER BY " + ", ".join(quote(c) + " NULLS FIRST" for c in order_by)) if order_by else ""
         name = f"w{next(_counter)}"
+        self.reach([os.path.dirname(path)])
         with self._bound({name: relation}):
             return self.con.execute(
-                f"COPY (SELECT * FROM {quote(name)}{order}) TO '{path}' "
+                f"COPY (SELECT * FROM {quote(name)}{order}) TO {_sql_string(path)} "
                 "(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 122880)"
             ).fetchall()[0][0]
 
@@ -104,19 +166,16 @@ def write_query(query: str, path: str, order_by: list[str], **relations) -> int:
     """Write a query's rows, sorted by `order_by`, as Parquet, on a DuckDB connection of its own
     that streams from the relations (Parquet scans) and spills to disk what does not fit in
     memory: for inputs too large to decode (a merge of large state files). Returns the row count."""
-    import os
-    import tempfile
-
-    con = duckdb.connect()
+    folders = {as_folder(os.path.dirname(path))}
+    folders.update(as_folder(f) for rel in relations.values() for f in rel.local_folders())
+    con = locked_connection(folders, temp_directory=spill_folder())
     try:
-        spill = os.path.join(tempfile.gettempdir(), "dagster_rw_spill")
-        con.execute(f"SET temp_directory = '{spill}'")
-        con.execute("SET preserve_insertion_order = false")
         for name, rel in relations.items():
             con.execute(f"CREATE TEMP VIEW {quote(name)} AS {scan_sql(rel)}")
         order = ", ".join(quote(c) + " NULLS FIRST" for c in order_by)
         return con.execute(f"COPY (SELECT * FROM ({query}) rw_q{' ORDER BY ' + order if order else ''}) TO "
-                           f"'{path}' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 122880)").fetchall()[0][0]
+                           f"{_sql_string(path)} (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 122880)"
+                           ).fetchall()[0][0]
     finally:
         con.close()
 

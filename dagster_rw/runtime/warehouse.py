@@ -83,7 +83,7 @@ class Warehouse:
                  sinks: SinkService | None = None, **options):
         self.store = store
         self._sinks = sinks
-        self.engine = duck or DuckEngine()
+        self.engine = duck or DuckEngine(folders=store.local_folders())
         self._spark_engine = spark_engine  # a SparkEngine, or a callable that makes one when first needed
         self.options = dict(DEFAULT_OPTIONS)
         self.options.update({k: v for k, v in options.items() if k in DEFAULT_OPTIONS})

@@ -17,6 +17,7 @@ from sqlglot import exp
 
 from .. import types as sqltypes
 from ..errors import IntegrityError, ProgrammingError, unsupported
+from .function_catalog import CATALOG
 
 
 @dataclasses.dataclass
@@ -49,7 +50,7 @@ def parse_create_function(sql: str, tree: exp.Create, dialect) -> tuple[SqlFunct
     if not isinstance(udf, exp.UserDefinedFunction):
         raise unsupported("this form of CREATE FUNCTION", sql, tree)
     name = udf.this.name.lower() if not udf.this.this.quoted else udf.this.name
-    if not isinstance(sqlglot.parse_one(f"{name}(1)", read=dialect), exp.Anonymous):
+    if name in CATALOG or not isinstance(sqlglot.parse_one(f"{name}(1)", read=dialect), exp.Anonymous):
         raise ProgrammingError(f'CREATE FUNCTION {name}: "{name}" is the name of a built-in function')
     props = {type(p): p for p in (tree.args.get("properties").expressions if tree.args.get("properties") else [])}
     language = props.get(exp.LanguageProperty)

@@ -17,17 +17,81 @@ from sqlglot.tokens import TokenType
 from .. import types as sqltypes
 from ..errors import ProgrammingError, unsupported
 from ..storage.catalog import Column
+from .function_catalog import ARGUMENT_COUNT, FUNCTION_NAME
 from .plan import VIEW_COLUMNS
+
+
+def _named_call(name: str, parse):
+    """A parser of a call written with its own syntax (CAST, EXTRACT, TRIM, CEIL, STRING_AGG, ...)
+    that also tags the node with the name as written and its argument count (top-level commas)."""
+
+    def parse_named(parser):
+        count = _argument_count(parser._tokens, parser._index)
+        node = parse(parser)
+        if isinstance(node, exp.Expression):
+            node.meta.setdefault(FUNCTION_NAME, name.lower())
+            if count is not None:
+                node.meta.setdefault(ARGUMENT_COUNT, count)
+        return node
+
+    return parse_named
+
+
+def _argument_count(tokens: list, index: int) -> int | None:
+    """The number of arguments of a call whose first argument token is tokens[index] (the commas of
+    an ORDER BY inside the call, as in string_agg(x, ',' ORDER BY a, b), separate no arguments)."""
+    if index >= len(tokens) or tokens[index].token_type == TokenType.R_PAREN:
+        return 0
+    depth, count, counting = 0, 1, True
+    for t in tokens[index:]:
+        if t.token_type in (TokenType.L_PAREN, TokenType.L_BRACKET, TokenType.L_BRACE):
+            depth += 1
+        elif t.token_type in (TokenType.R_PAREN, TokenType.R_BRACKET, TokenType.R_BRACE):
+            if depth == 0:
+                return count
+            depth -= 1
+        elif depth == 0 and t.token_type == TokenType.ORDER_BY:
+            counting = False
+        elif t.token_type == TokenType.COMMA and depth == 0 and counting:
+            count += 1
+    return None
+
 
 class DagsterRw(RisingWave):
     """RisingWave's dialect as sqlglot knows it, plus the 12-hour `HH` of to_char (PostgreSQL's HH is
-    HH12; sqlglot leaves it as text, and Spark would read the text as a 24-hour hour)."""
+    HH12; sqlglot leaves it as text, and Spark would read the text as a 24-hour hour). Its parser
+    tags every function call with the name as written and its argument count, which the function
+    catalog checks (sql.function_catalog)."""
 
     TIME_MAPPING = {**RisingWave.TIME_MAPPING, "HH": "%I", "FMHH": "%-I"}
+    ORIGINAL_NAME_META_KEY = FUNCTION_NAME  # calls of sqlglot's function table keep their name
+
+    class Parser(RisingWave.Parser):
+        FUNCTION_PARSERS = {name: _named_call(name, parse)
+                            for name, parse in RisingWave.Parser.FUNCTION_PARSERS.items()}
+        NO_PAREN_FUNCTION_PARSERS = {  # IF(c, a, b) is a call of a function PostgreSQL does not have
+            **RisingWave.Parser.NO_PAREN_FUNCTION_PARSERS,
+            "IF": _named_call("IF", RisingWave.Parser.NO_PAREN_FUNCTION_PARSERS["IF"])}
+
+        def validate_expression(self, expression, args=None):
+            if args is not None and not isinstance(expression, exp.Anonymous) and expression.error_messages(args):
+                # a call sqlglot knows, with arguments it does not take (glob('/x'), split_part(s)): kept
+                # as a plain call, which the function catalog judges by its name and argument count
+                name = expression.sql_name() if isinstance(expression, exp.Func) else type(expression).__name__
+                expression = exp.Anonymous(this=name.lower(),
+                                           expressions=[a for a in args if isinstance(a, exp.Expression)])
+            expression = super().validate_expression(expression, args)
+            if args is not None:  # a call built from its argument list
+                expression.meta[ARGUMENT_COUNT] = len(args)
+            return expression
 
 
 DIALECT = "dagsterrw"  # (sqlglot registers a dialect under its class name)
 _DIALECT = DagsterRw()
+if sqlglot.parse_one("SELECT lower(x)", read=DIALECT).expressions[0].meta_get(FUNCTION_NAME) != "lower":
+    # the function catalog needs every call's name: fail at import rather than let calls through
+    raise ImportError("dagster-rw needs a sqlglot whose parser keeps the names of function calls "
+                      "(Dialect.ORIGINAL_NAME_META_KEY)")
 
 
 @dataclass
@@ -74,6 +138,7 @@ class CreateView(Statement):
 class CreateFunction(Statement):
     function: object = None  # sql.functions.SqlFunction
     replace: bool = False
+    body: exp.Expression | None = None  # the function's body, parsed (its calls are checked like a query's)
 
 
 @dataclass
@@ -198,6 +263,23 @@ def _parse(sql: str) -> exp.Expression:
         raise ProgrammingError(f"syntax error{where}: {err.get('description', str(e))}") from None
 
 
+# Statements of DuckDB (and of PostgreSQL's server administration) that reach the host: its files
+# (COPY, EXPORT / IMPORT DATABASE, ATTACH), its extensions (INSTALL, LOAD) or its settings (PRAGMA,
+# RESET, USE, CALL of a table function). None has a meaning over a warehouse.
+HOST_STATEMENTS = ("ATTACH", "CALL", "CHECKPOINT", "COPY", "DETACH", "EXPORT", "FORCE", "IMPORT", "INSTALL",
+                   "LOAD", "PRAGMA", "RESET", "USE", "VACUUM")
+
+# SET: the settings dagster-rw acts on, and RisingWave's session settings that mean nothing here and
+# are accepted and ignored (so that RisingWave scripts run); any other name is refused.
+IMPLICIT_FLUSH_SETTINGS = ("rw_implicit_flush", "implicit_flush")
+IGNORED_SETTINGS = frozenset({
+    "streaming_parallelism", "streaming_join_encoding", "sink_decouple", "enable_two_phase_agg",
+    "rw_force_two_phase_agg", "rw_force_split_distinct_agg", "timezone", "search_path",
+    "streaming_use_arrangement_backfill", "background_ddl", "query_mode", "rw_streaming_enable_bushy_join",
+    "streaming_enable_delta_join", "rw_enable_share_plan", "create_compaction_group_for_mv",
+})
+
+
 def parse(sql: str, check_names: bool = True) -> Statement:
     """A statement classified and parsed. `check_names` refuses identifiers PostgreSQL could not
     hold (check_identifier): for statements users write; definitions read back from the catalog
@@ -207,6 +289,9 @@ def parse(sql: str, check_names: bool = True) -> Statement:
     if not words:
         raise ProgrammingError("empty statement")
     head = words[0]
+    if head in HOST_STATEMENTS:
+        raise unsupported(f"the statement {head} (dagster-rw reads and writes its warehouse only: no statement "
+                          "reaches files, extensions or settings of the host)")
     if head == "FLUSH" and len(words) == 1:
         return Flush(sql)
     if head == "EXPLAIN":
@@ -250,6 +335,8 @@ def _parse_set(sql: str, words: list[str]) -> SetVar:
     if toks[i].text.upper() in ("TO", "=") or toks[i].token_type == TokenType.EQ:
         i += 1
     value = " ".join(t.text for t in toks[i:]).strip("'\"").lower()
+    if name not in IMPLICIT_FLUSH_SETTINGS and name not in IGNORED_SETTINGS:
+        raise ProgrammingError(f'unrecognized configuration parameter "{name}"')
     return SetVar(sql, name=name, value=value)
 
 
@@ -307,7 +394,8 @@ def _parse_create(sql: str, words: list[str]) -> Statement:
         from .functions import parse_create_function
 
         function, replace = parse_create_function(sql, _parse(sql), DIALECT)
-        return CreateFunction(sql, function=function, replace=replace)
+        return CreateFunction(sql, function=function, replace=replace,
+                              body=sqlglot.parse_one(function.body, read=DIALECT))
     what = " ".join(words[1:3]) if words[1] in ("MATERIALIZED", "OR") else words[1]
     raise unsupported(f"CREATE {what}", sql)
 

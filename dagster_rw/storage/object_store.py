@@ -41,6 +41,11 @@ class ObjectStore:
         os.makedirs(d, exist_ok=True)
         return d
 
+    def local_folders(self) -> list[str]:
+        """The folders that local_path() and scratch_dir() give paths in: all the in-process
+        engine may read or write for this store (its DuckDB reaches no other file)."""
+        return [self.scratch_dir()]
+
     def warehouse_files(self):
         """How Spark executors reach this store's files (storage.warehouse_files.WarehouseFiles)."""
         raise NotImplementedError
@@ -143,6 +148,9 @@ class LocalStore(ObjectStore):
 
     def local_path(self, key: str) -> str:
         return self._path(key)
+
+    def local_folders(self) -> list[str]:
+        return [self.root, self.scratch_dir()]
 
     def upload_file(self, path: str, key: str) -> None:
         move_into_place(path, self._path(key))
@@ -274,6 +282,9 @@ class S3Store(ObjectStore):
     def cache_path(self, key: str) -> str:
         """Where local_path() keeps the object, without fetching it (it may not exist yet)."""
         return os.path.join(self.cache_dir, key)
+
+    def local_folders(self) -> list[str]:
+        return [self.cache_dir, self.scratch_dir()]
 
     def local_path(self, key: str) -> str:
         """A local copy of an immutable object, downloaded once into the cache."""
