@@ -13,7 +13,7 @@ from sqlglot import exp
 from sqlglot.tokens import Token, TokenType
 
 from ..errors import ProgrammingError
-from .statements import _DIALECT, Statement, _parse
+from .dialect import _DIALECT, Statement, _parse
 
 SECRET_WORDS = ("password", "secret", "token", "credential")
 REDACTED = "***"

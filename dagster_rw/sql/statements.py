@@ -9,94 +9,16 @@ from dataclasses import dataclass, field
 
 import sqlglot
 from sqlglot import exp
-from sqlglot.dialects.risingwave import RisingWave
-from sqlglot.errors import ParseError, TokenError
-from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
+from sqlglot.errors import TokenError
 from sqlglot.tokens import TokenType
 
 from .. import types as sqltypes
 from ..errors import ProgrammingError, unsupported
 from ..storage.catalog import Column
-from .function_catalog import ARGUMENT_COUNT, FUNCTION_NAME
+from .dialect import _DIALECT, DIALECT, Statement, _parse  # noqa: F401 - DIALECT is read from here
 from .plan import VIEW_COLUMNS
 
 
-def _named_call(name: str, parse):
-    """A parser of a call written with its own syntax (CAST, EXTRACT, TRIM, CEIL, STRING_AGG, ...)
-    that also tags the node with the name as written and its argument count (top-level commas)."""
-
-    def parse_named(parser):
-        count = _argument_count(parser._tokens, parser._index)
-        node = parse(parser)
-        if isinstance(node, exp.Expression):
-            node.meta.setdefault(FUNCTION_NAME, name.lower())
-            if count is not None:
-                node.meta.setdefault(ARGUMENT_COUNT, count)
-        return node
-
-    return parse_named
-
-
-def _argument_count(tokens: list, index: int) -> int | None:
-    """The number of arguments of a call whose first argument token is tokens[index] (the commas of
-    an ORDER BY inside the call, as in string_agg(x, ',' ORDER BY a, b), separate no arguments)."""
-    if index >= len(tokens) or tokens[index].token_type == TokenType.R_PAREN:
-        return 0
-    depth, count, counting = 0, 1, True
-    for t in tokens[index:]:
-        if t.token_type in (TokenType.L_PAREN, TokenType.L_BRACKET, TokenType.L_BRACE):
-            depth += 1
-        elif t.token_type in (TokenType.R_PAREN, TokenType.R_BRACKET, TokenType.R_BRACE):
-            if depth == 0:
-                return count
-            depth -= 1
-        elif depth == 0 and t.token_type == TokenType.ORDER_BY:
-            counting = False
-        elif t.token_type == TokenType.COMMA and depth == 0 and counting:
-            count += 1
-    return None
-
-
-class DagsterRw(RisingWave):
-    """RisingWave's dialect as sqlglot knows it, plus the 12-hour `HH` of to_char (PostgreSQL's HH is
-    HH12; sqlglot leaves it as text, and Spark would read the text as a 24-hour hour). Its parser
-    tags every function call with the name as written and its argument count, which the function
-    catalog checks (sql.function_catalog)."""
-
-    TIME_MAPPING = {**RisingWave.TIME_MAPPING, "HH": "%I", "FMHH": "%-I"}
-    ORIGINAL_NAME_META_KEY = FUNCTION_NAME  # calls of sqlglot's function table keep their name
-
-    class Parser(RisingWave.Parser):
-        FUNCTION_PARSERS = {name: _named_call(name, parse)
-                            for name, parse in RisingWave.Parser.FUNCTION_PARSERS.items()}
-        NO_PAREN_FUNCTION_PARSERS = {  # IF(c, a, b) is a call of a function PostgreSQL does not have
-            **RisingWave.Parser.NO_PAREN_FUNCTION_PARSERS,
-            "IF": _named_call("IF", RisingWave.Parser.NO_PAREN_FUNCTION_PARSERS["IF"])}
-
-        def validate_expression(self, expression, args=None):
-            if args is not None and not isinstance(expression, exp.Anonymous) and expression.error_messages(args):
-                # a call sqlglot knows, with arguments it does not take (glob('/x'), split_part(s)): kept
-                # as a plain call, which the function catalog judges by its name and argument count
-                name = expression.sql_name() if isinstance(expression, exp.Func) else type(expression).__name__
-                expression = exp.Anonymous(this=name.lower(),
-                                           expressions=[a for a in args if isinstance(a, exp.Expression)])
-            expression = super().validate_expression(expression, args)
-            if args is not None:  # a call built from its argument list
-                expression.meta[ARGUMENT_COUNT] = len(args)
-            return expression
-
-
-DIALECT = "dagsterrw"  # (sqlglot registers a dialect under its class name)
-_DIALECT = DagsterRw()
-if sqlglot.parse_one("SELECT lower(x)", read=DIALECT).expressions[0].meta_get(FUNCTION_NAME) != "lower":
-    # the function catalog needs every call's name: fail at import rather than let calls through
-    raise ImportError("dagster-rw needs a sqlglot whose parser keeps the names of function calls "
-                      "(Dialect.ORIGINAL_NAME_META_KEY)")
-
-
-@dataclass
-class Statement:
-    sql: str
 
 
 @dataclass
@@ -251,16 +173,6 @@ def _tokens(sql: str, check_names: bool = True) -> list:
 
 def _words(sql: str, check_names: bool = True) -> list[str]:
     return [t.text.upper() for t in _tokens(sql, check_names)]
-
-
-def _parse(sql: str) -> exp.Expression:
-    try:
-        # PostgreSQL folds unquoted identifiers to lower case
-        return normalize_identifiers(sqlglot.parse_one(sql, read=DIALECT), dialect="postgres")
-    except ParseError as e:
-        err = e.errors[0] if e.errors else {}
-        where = f" (line {err.get('line')}, column {err.get('col')})" if err.get("line") else ""
-        raise ProgrammingError(f"syntax error{where}: {err.get('description', str(e))}") from None
 
 
 # Statements of DuckDB (and of PostgreSQL's server administration) that reach the host: its files
