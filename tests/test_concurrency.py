@@ -17,6 +17,7 @@ from test_durability import (
     TABLES,
     _kill,
     _spawn,
+    _stderr,
     _wait_for,
     check_views,
     committed_epochs,
@@ -194,7 +195,8 @@ def test_concurrent_steps_in_two_processes_one_commits_the_other_gets_commit_con
     _check_after_race(warehouse, obj, version_before, later)
 
 
-BARRIER_CUTTER = textwrap.dedent('''
+# a child writer's start: its arguments, a connection, then a wait until the test says go
+WRITER_START = '''
     import json, os, sys, time
     import dagster_rw
 
@@ -205,6 +207,9 @@ BARRIER_CUTTER = textwrap.dedent('''
         if time.monotonic() > deadline:
             raise SystemExit("never told to go")
         time.sleep(0.002)
+'''
+
+BARRIER_CUTTER = textwrap.dedent(WRITER_START + '''
     cut = []
     for i in range(count):
         stmt = tag * 1000 + i
@@ -411,17 +416,7 @@ def test_query_reads_its_version_while_another_connection_compacts(tmp_path):
     assert sorted(reader.execute("SELECT * FROM s").fetchall()) == [(i, 1) for i in range(8)]
 
 
-FLUSHER = textwrap.dedent('''
-    import json, os, sys, time
-    import dagster_rw
-
-    warehouse, tag, count, go, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
-    conn = dagster_rw.connect(warehouse)
-    deadline = time.monotonic() + 60
-    while not os.path.exists(go):
-        if time.monotonic() > deadline:
-            raise SystemExit("never told to go")
-        time.sleep(0.002)
+FLUSHER = textwrap.dedent(WRITER_START + '''
     flushes = 0
     for i in range(count):
         conn.execute(f"INSERT INTO t VALUES ({tag * 1000 + i}, {tag})")
@@ -458,8 +453,6 @@ def test_concurrent_flushes_succeed_without_caller_retries(tmp_path, s3_server, 
         for p in procs:
             if p.poll() is None:
                 _kill(p)
-    from test_durability import _stderr
-
     for w, p in enumerate(procs):
         assert p.returncode == 0, f"writer {w} failed:\n{_stderr(p)}"
         out = json.loads((tmp_path / f"out{w}.json").read_text())
