@@ -55,7 +55,8 @@ def _after_fork_in_child() -> None:
     # uses it), and a module the process never imported has nothing to reset
     resets = [_module_caches] + [getattr(module, name) for module, name in (
         (_module("runtime.step"), "forget_parent_pools"), (_module("storage.object_store"), "forget_parent_work"),
-        (_module("runtime.row_ids"), "forget_parent_blocks")) if module is not None]
+        (_module("runtime.row_ids"), "forget_parent_blocks"), (_module("storage.log"), "forget_parent_locks"))
+        if module is not None]
     resets += [store.reopen_after_fork for store in list(_stores)]
     resets += [wh.forget_parent_work for wh in list(_warehouses)]
     for reset in resets:  # each on its own: one that fails leaves the others done

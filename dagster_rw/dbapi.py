@@ -111,7 +111,8 @@ class Connection:
     def insert(self, table: str, data) -> int:
         """Bulk-load a pyarrow Table, a pandas DataFrame or a Spark DataFrame (same semantics as INSERT)."""
         self._check()
-        self.wh.sync()
+        if self.wh.catalog().get(table) is None:  # (else epochs.accept checks the table is unchanged)
+            self.wh.sync()
         if not isinstance(data, pa.Table):
             if hasattr(data, "toArrow"):
                 data = data.toArrow()
@@ -355,7 +356,11 @@ class Cursor:
         statement = st.parse(sql)
         conn = self.conn
         wh = conn.wh
-        wh.sync()
+        if not (isinstance(statement, st.Insert) and isinstance(statement.source, exp.Values)
+                and wh.catalog().get(statement.table) is not None):
+            # (an INSERT of values into a table this process knows needs no look at the log: its
+            # entry is refused if the table changed meanwhile, epochs.accept)
+            wh.sync()
         functions = wh.functions()
         inline_statement(statement, functions, st.DIALECT)  # SQL functions: their bodies in place of calls
         # before anything runs: every call is a supported function (DuckDB's file, settings and
@@ -407,7 +412,8 @@ class Cursor:
         self.conn.wh.drop(s.name, kind, s.if_exists)
 
     def _do_flush(self, s: st.Flush):
-        self.conn.flush()
+        self.conn._check()
+        self.conn.wh.flush(synced=True)  # (execute read the log a moment ago)
 
     def _do_setvar(self, s: st.SetVar):
         if s.name in st.IMPLICIT_FLUSH_SETTINGS:  # the others the parser accepts are ignored

@@ -31,7 +31,6 @@ from dagster_rw.errors import CommitConflict, OperationalError
 from dagster_rw.runtime import epochs as epochs_mod
 from dagster_rw.runtime import step as step_mod
 from dagster_rw.storage import manifest as manifests
-from dagster_rw.storage import versioned
 from dagster_rw.storage.object_store import LocalStore
 
 
@@ -60,7 +59,7 @@ LAGGING_TABLES = {  # the tables' contents once the lagging epoch is applied
 
 
 def _version(warehouse: str, obj: str) -> int:
-    return versioned.latest(dagster_rw.connect(warehouse).wh.store, manifests.manifest_prefix(obj))[0]
+    return manifests.load(dagster_rw.connect(warehouse).wh.store, obj, refresh=True).version
 
 
 def _check_after_race(warehouse: str, obj: str, version_before: int, later) -> None:
@@ -243,6 +242,7 @@ def test_concurrent_barriers_get_distinct_epochs_and_seal_each_batch_once(tmp_pa
     cut = {stmt: epoch for tag in (1, 2) for stmt, epoch in json.loads((tmp_path / f"cut{tag}.json").read_text())}
     assert len(set(cut.values())) == 2 * count  # every barrier call got its own epoch
 
+    conn.wh.sync()
     store = conn.wh.store
     sealed_in: dict[str, int] = {}
     for n in epochs_mod.epoch_numbers(store):
@@ -292,33 +292,36 @@ def test_rows_two_processes_insert_in_the_same_millisecond_both_survive(tmp_path
 # Each one forces the interleaving that broke the engine, in one process, with a hook.
 
 def test_barrier_racing_another_barrier_never_reseals_a_batch(tmp_path):
-    """Another barrier is committed between this barrier's listings of epochs/ (it used to compute
-    the sealed set from one listing and the new epoch number from a second one)."""
+    """Another process's barrier takes the log position this barrier reaches for: this one reads
+    that entry and seals only what is left, as the next epoch."""
     warehouse = str(tmp_path / "wh")
     conn = dagster_rw.connect(warehouse)
     conn.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
     conn.execute("INSERT INTO t VALUES (1, 1)")
-    conn.execute("FLUSH")  # the staging watermark is now the newest epoch
+    conn.execute("FLUSH")
     conn.execute("INSERT INTO t VALUES (2, 2)")
 
     class Racing(LocalStore):
-        listings = 0
+        raced = 0
 
-        def list(self, prefix):
-            if prefix == epochs_mod.EPOCHS + "/":
-                Racing.listings += 1
-                if Racing.listings == 2:
-                    epochs_mod.barrier(LocalStore(warehouse))
-            return super().list(prefix)
+        def put_if_absent(self, key, data):
+            if key.startswith("log/") and not Racing.raced:
+                Racing.raced += 1
+                epochs_mod.barrier(LocalStore(warehouse))
+            return super().put_if_absent(key, data)
 
-    mine = epochs_mod.barrier(Racing(warehouse))
+    racing = Racing(warehouse)
+    mine = epochs_mod.barrier(racing)
     store = LocalStore(warehouse)
+    assert Racing.raced == 1 and mine == epochs_mod.newest_epoch(store) == 3
     seen: dict[str, int] = {}
     for n in epochs_mod.epoch_numbers(store):
         for keys in epochs_mod.load_epoch(store, n)["batches"].values():
             for key in keys:
                 assert key not in seen, f"{key} sealed by epoch {seen[key]} and again by epoch {n} (mine: {mine})"
                 seen[key] = n
+    assert len(epochs_mod.load_epoch(store, mine - 1)["batches"]["t"]) == 1  # the other barrier's
+    assert epochs_mod.load_epoch(store, mine)["batches"] == {}
     conn.execute("FLUSH")
     assert sorted(conn.execute("SELECT * FROM t").fetchall()) == [(1, 1), (2, 2)]
 
@@ -364,25 +367,25 @@ def test_flush_with_a_stale_catalog_keeps_another_connections_new_table_rows(tmp
 
 
 def test_commit_that_another_writer_built_on_is_not_reported_as_discarded(tmp_path):
-    """Right after this writer's put, another writer loads it and commits the next version on top:
-    this commit is in effect and must be reported as such (it used to be deleted and reported as
-    a CommitConflict, 'discarded')."""
+    """Right after this writer's log entry, another writer reads it and commits the next version
+    on top: this commit is in effect and is reported as such."""
     root = str(tmp_path / "wh")
-    prefix = "objects/x/manifest"
-    versioned.commit(LocalStore(root), prefix, 1, {"v": 1}, "commit of 'x'")
+    manifests.commit(LocalStore(root), manifests.Manifest(object="x"), [], 0)
 
     class Racing(LocalStore):
         def put_if_absent(self, key, data):
             ok = super().put_if_absent(key, data)
-            if ok and key == versioned.version_key(prefix, 2):
+            if ok and key.startswith("log/"):
                 other = LocalStore(root)
-                assert versioned.latest(other, prefix) == (2, {"v": 2})
-                versioned.commit(other, prefix, 3, {"v": 3, "base": 2}, "commit of 'x'")
+                m = manifests.load(other, "x", refresh=True)
+                assert m.version == 2
+                manifests.commit(other, manifests.Manifest(object="x", version=2, epoch=7), [], 0)
             return ok
 
-    versioned.commit(Racing(root), prefix, 2, {"v": 2}, "commit of 'x'")
-    assert LocalStore(root).exists(versioned.version_key(prefix, 2))
-    assert versioned.latest(LocalStore(root), prefix) == (3, {"v": 3, "base": 2})
+    committed = manifests.commit(Racing(root), manifests.Manifest(object="x", version=1, epoch=5), [], 0)
+    assert committed.version == 2 and committed.epoch == 5
+    latest = manifests.load(LocalStore(root), "x", refresh=True)
+    assert (latest.version, latest.epoch) == (3, 7)
 
 
 def test_query_reads_its_version_while_another_connection_compacts(tmp_path):
@@ -427,7 +430,7 @@ FLUSHER = textwrap.dedent(WRITER_START + '''
 ''')
 
 
-@pytest.mark.parametrize("where,writers", [("local", 2), ("s3", 4)])
+@pytest.mark.parametrize("where,writers", [("local", 2), ("local", 4), ("s3", 2), ("s3", 4)])
 def test_concurrent_flushes_succeed_without_caller_retries(tmp_path, s3_server, where, writers):
     """Several processes INSERT into one table and FLUSH at once, on a folder and on S3: every
     FLUSH returns without error (a step that loses a commit race reads the warehouse again and goes

@@ -326,15 +326,15 @@ PAUSED_WRITER = textwrap.dedent('''
     from dagster_rw.storage import manifest as manifests
 
     warehouse, pause_object, marker = sys.argv[1], sys.argv[2], sys.argv[3]
-    real_commit = manifests.commit
+    real_publish = manifests.publish
 
-    def commit(store, m, dropped, grace_seconds):
-        if m.object == pause_object:  # the step has written its files; hold it just before its commit
-            open(marker, "w").close()
+    def publish(store, versions, what, extra=None):
+        if any(m.object == pause_object for m in versions):  # every step has written its files
+            open(marker, "w").close()                        # hold the FLUSH just before its commit
             time.sleep(120)
-        return real_commit(store, m, dropped, grace_seconds)
+        return real_publish(store, versions, what, extra)
 
-    manifests.commit = commit
+    manifests.publish = publish
     conn = dagster_rw.connect(warehouse)
     conn.execute("UPDATE acct SET v = v + 100 WHERE grp = 1")
     conn.execute("DELETE FROM acct WHERE id = 4")
@@ -385,8 +385,7 @@ def test_kill_inside_a_step_leaves_the_last_committed_version_readable(tmp_path,
     assert written, "the killed step had written its files (it died mid-step)"
     assert not written & listed_files(reader, paused), "none of them is visible"
     assert listed_files(reader, paused) <= object_files(reader, paused)  # the committed version is whole
-    if paused in VIEWS:
-        assert all(epochs_now[t] > epochs_before[t] for t in TABLES)  # the tables' steps did commit
+    assert epochs_now == epochs_before  # a FLUSH commits every object at once, or none
     for name in epochs_now:  # every object still reads
         reader.execute(f"SELECT * FROM {name}").fetchall()
 
@@ -403,31 +402,32 @@ class Injected(RuntimeError):
 
 
 def _fail_commit_of(monkeypatch, obj: str):
-    real = manifests.commit
+    """Fail the FLUSH's commit, which holds `obj`'s new version."""
+    real = manifests.publish
     state = {"failed": False}
 
-    def commit(store, m, dropped, grace_seconds):
-        if m.object == obj and not state["failed"]:
+    def publish(store, versions, what, extra=None):
+        if any(m.object == obj for m in versions) and not state["failed"]:
             state["failed"] = True
             raise Injected(f"injected failure committing {obj}")
-        return real(store, m, dropped, grace_seconds)
+        return real(store, versions, what, extra)
 
-    monkeypatch.setattr(manifests, "commit", commit)
+    monkeypatch.setattr(manifests, "publish", publish)
     return state
 
 
 def _fail_operator_state_flush_of(monkeypatch, obj: str):
     """Fail when the view's operator state is written: its output file has been written already."""
-    real = StateTable.flush
+    real = StateTable.prepare
     state = {"failed": False}
 
-    def flush(self, epoch_from, epoch_to):
+    def prepare(self, epoch_from, epoch_to):
         if self.key_dir.startswith(f"objects/{obj}/state/op") and not state["failed"]:
             state["failed"] = True
             raise Injected(f"injected failure writing the state of {obj}")
         return real(self, epoch_from, epoch_to)
 
-    monkeypatch.setattr(StateTable, "flush", flush)
+    monkeypatch.setattr(StateTable, "prepare", prepare)
     return state
 
 
@@ -463,8 +463,8 @@ def test_failed_step_keeps_last_committed_version_and_retry_matches_clean_run(tm
     epochs_mid = committed_epochs(failing)
     assert epochs_mid[obj] == epochs_before[obj]
     assert rows_of(failing, obj) == before[obj]
-    if obj in VIEWS:
-        assert all(epochs_mid[t] > epochs_before[t] for t in TABLES)
+    if point == "commit":  # the FLUSH's one commit failed: no object advanced
+        assert epochs_mid == epochs_before
     # views at one epoch with their inputs still agree with them
     check_views(failing, [v for v in views_in(failing)
                           if all(epochs_mid[i] == epochs_mid[v] for i in failing.wh.get(v).inputs)])
@@ -516,23 +516,26 @@ def test_interrupted_upload_leaves_no_partial_object(tmp_path, monkeypatch):
     assert store.read_bytes("staging/t/batch.parquet") == b"x" * 100_000
 
 
-def test_a_lost_staging_watermark_seals_and_applies_nothing_twice(tmp_path):
-    """The staging watermark is written without an fsync, so a crash may lose it after the staged
-    files and epoch records it covers were deleted: the next process must neither reseal nor
-    reapply anything, nor miss a row."""
+def test_a_crash_before_staged_batches_are_deleted_seals_and_applies_nothing_twice(tmp_path, monkeypatch):
+    """The staged batches every table applied are deleted in bulk by the writer of the log's next
+    checkpoint: a crash first leaves files no entry names. The next process neither reseals nor
+    reapplies them, nor misses a row."""
+    from dagster_rw.storage import log as log_mod
+
     warehouse = str(tmp_path / "wh")
     conn = dagster_rw.connect(warehouse, engine="duckdb")
     conn.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
     conn.execute("CREATE MATERIALIZED VIEW s AS SELECT count(*) AS n, sum(v) AS total FROM t")
+    monkeypatch.setattr(log_mod.WarehouseLog, "_checkpoint", lambda self: None)  # the crash, at every one
     conn.execute("INSERT INTO t VALUES (1, 10)")
     conn.flush()
-    store = LocalStore(warehouse)
-    older = store.read_bytes("staging_gc.json")
     conn.execute("INSERT INTO t VALUES (2, 20), (1, 11)")
     conn.flush()
-    assert json.loads(store.read_bytes("staging_gc.json"))["epoch"] > json.loads(older)["epoch"]
-    store.write_bytes("staging_gc.json", older)  # as if the crash lost the second write
     conn.close()
+    monkeypatch.undo()
+    store = LocalStore(warehouse)
+    left = store.list("staging/")
+    assert len(left) == 2  # applied by every table, still there
     fresh = dagster_rw.connect(warehouse, engine="duckdb")
     assert fresh.wh.pending_inputs() == {}
     fresh.execute("INSERT INTO t VALUES (3, 30)")
@@ -541,4 +544,7 @@ def test_a_lost_staging_watermark_seals_and_applies_nothing_twice(tmp_path):
     assert sorted(fresh.execute("SELECT * FROM t").fetchall()) == [(1, 11), (2, 20), (3, 30)]
     fresh.flush()  # nothing staged: an empty epoch changes nothing
     assert fresh.execute("SELECT * FROM s").fetchall() == [(3, 61)]
+    assert log_mod.log_of(fresh.wh.store).current().position < log_mod.CHECKPOINT_INTERVAL
+    for i in range(log_mod.CHECKPOINT_INTERVAL):  # the log's first checkpoint deletes its trash,
+        fresh.flush()                             # the batches of the crashed process among them
     assert store.list("staging/") == []

@@ -435,7 +435,6 @@ def test_fact_to_dimension_join_by_gather_equals_batch_query(tmp_path_factory, d
 def test_a_failed_background_table_commit_keeps_its_views_from_committing(tmp_path, monkeypatch):
     """Inside a FLUSH a table commits in the background while its views compute from the cache; if
     that commit fails, no view commits past it, the FLUSH raises, and the next FLUSH catches up."""
-    from dagster_rw.runtime import step as step_module
     from dagster_rw.storage import manifest as manifests
 
     conn = dagster_rw.connect(str(tmp_path / "wh"), engine="duckdb")
@@ -445,19 +444,19 @@ def test_a_failed_background_table_commit_keeps_its_views_from_committing(tmp_pa
     conn.flush()
     before = {r["name"]: r["epoch"] for r in conn.status()}
     conn.execute("UPDATE t SET v = v + 1 WHERE g = 1")
-    real_commit = manifests.commit
+    real_successor = manifests.successor
 
-    def failing(store, m, *args, **kwargs):
+    def failing(m, *args, **kwargs):
         if m.object == "t":
             raise OSError("disk full while committing t")
-        return real_commit(store, m, *args, **kwargs)
+        return real_successor(m, *args, **kwargs)
 
-    monkeypatch.setattr(step_module.manifests, "commit", failing)
+    monkeypatch.setattr(manifests, "successor", failing)
     with pytest.raises(OSError, match="disk full"):
         conn.flush()
     fresh = dagster_rw.connect(str(tmp_path / "wh"), engine="duckdb")
     assert {r["name"]: r["epoch"] for r in fresh.status()} == before  # neither t nor s moved
-    monkeypatch.setattr(step_module.manifests, "commit", real_commit)
+    monkeypatch.setattr(manifests, "successor", real_successor)
     conn.flush()
     assert sorted(conn.execute("SELECT * FROM s").fetchall()) == [(1, 2, 21), (2, 1, 30)]
     assert sorted(fresh.execute("SELECT * FROM s").fetchall()) == [(1, 2, 21), (2, 1, 30)]

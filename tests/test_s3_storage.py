@@ -14,6 +14,7 @@ import tempfile
 import textwrap
 import threading
 import uuid
+from collections import Counter
 from decimal import Decimal
 
 import pytest
@@ -31,7 +32,8 @@ from test_differential import (
 
 import dagster_rw
 from dagster_rw.errors import CommitConflict, OperationalError
-from dagster_rw.storage import versioned
+from dagster_rw.storage import manifest as manifests
+from dagster_rw.storage.log import log_of
 from dagster_rw.storage.object_store import S3Store, open_store
 
 pytestmark = pytest.mark.s3
@@ -100,12 +102,14 @@ def test_s3_put_if_absent_has_one_winner_among_concurrent_writers(s3, s3_url, tm
         assert stores[0].read_bytes(f"race/v{attempt}.json") == str(winners[0]).encode()
 
 
-def test_s3_versioned_commit_of_a_taken_version_is_a_commit_conflict(store):
-    versioned.commit(store, "objects/x/manifest", 1, {"n": 1}, "commit of 'x'")
+def test_s3_commit_of_a_taken_version_is_a_commit_conflict(s3_url, s3, store, tmp_path):
+    manifests.commit(store, manifests.Manifest(object="x", epoch=1), [], 0)
+    other = S3Store(s3_url, endpoint_url=s3.endpoint, cache_dir=str(tmp_path / "other"))
     with pytest.raises(CommitConflict, match="version 1 was committed by another process") as err:
-        versioned.commit(store, "objects/x/manifest", 1, {"n": 2}, "commit of 'x'")
+        manifests.commit(other, manifests.Manifest(object="x", epoch=2), [], 0)
     assert isinstance(err.value, OperationalError)
-    assert versioned.latest(store, "objects/x/manifest") == (1, {"n": 1})
+    assert manifests.load(other, "x").epoch == 1  # it read the winner's entry
+    assert manifests.load(S3Store(s3_url, endpoint_url=s3.endpoint), "x").version == 1
 
 
 def test_s3_list_is_scoped_to_the_warehouse_prefix_and_delete_removes(s3, store, tmp_path):
@@ -224,9 +228,14 @@ def test_views_on_an_s3_warehouse_match_duckdb_after_every_flush(s3, s3_url):
     prefix = s3_url.split("/", 3)[3]
     pages = s3.client().get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix + "/")
     keys = [item["Key"][len(prefix) + 1:] for page in pages for item in page.get("Contents", [])]
-    for name in S3_VIEWS:  # the state really is in the bucket
-        assert any(k.startswith(f"objects/{name}/state/") for k in keys), name
-    assert any(k.startswith("epochs/") for k in keys) and any(k.startswith("catalog/") for k in keys)
+    fresh = S3Store(s3_url, endpoint_url=s3.endpoint)
+    state = log_of(fresh).refresh()
+    for name in S3_VIEWS:  # the state really is in the bucket: in files of its own, or in packs
+        listed = [f.key for files in manifests.load(fresh, name).state.values() for f in files]
+        assert listed, name
+        for key in listed:
+            assert key in keys or state.packed.get(key) in keys, (name, key)
+    assert any(k.startswith("log/") for k in keys)
 
 
 # -- (c) a second connection and a second process ------------------------------------------------
@@ -345,3 +354,58 @@ def test_new_process_with_empty_cache_reads_the_s3_warehouse_and_continues(s3_ur
 def test_concurrent_steps_on_s3_one_commits_the_other_gets_commit_conflict(s3_url):
     outcome = race_steps_in_threads(s3_url, "ev_join", views=["ev_join"])
     assert outcome["conflicts"] == 1 and outcome["commits"] == 1
+
+
+# -- what a small epoch asks of S3 ---------------------------------------------------------------
+
+def _requests_per_epoch(url: str, n_views: int, epochs: int) -> tuple[Counter, Counter]:
+    """The S3 calls an epoch of one small INSERT and a FLUSH makes, on average, through the
+    connection's own boto3 client, once the pipeline of `n_views` views is warm: by operation,
+    and apart from them the housekeeping by kind (the log's checkpoints and what they delete in
+    bulk; merges of state files, each uploaded alone)."""
+    conn = dagster_rw.connect(url, engine="duckdb", gc_grace_seconds=3600)
+    conn.execute("CREATE TABLE t (id INT PRIMARY KEY, k INT, v INT)")
+    conn.execute("CREATE TABLE d (k INT PRIMARY KEY, name VARCHAR)")
+    conn.execute("INSERT INTO d VALUES " + ", ".join(f"({k}, 'n{k % 3}')" for k in range(5)))
+    conn.execute("INSERT INTO t VALUES " + ", ".join(f"({i}, {i % 5}, {i})" for i in range(50)))
+    conn.execute("CREATE MATERIALIZED VIEW v0 AS SELECT d.name, count(*) AS n FROM t JOIN d ON t.k = d.k "
+                 "GROUP BY d.name")
+    for i in range(1, n_views):
+        conn.execute(f"CREATE MATERIALIZED VIEW v{i} AS SELECT k % {i + 1} AS g, sum(v) AS s FROM t "
+                     f"GROUP BY k % {i + 1}")
+    conn.execute("FLUSH")
+    calls: Counter = Counter()
+    housekeeping: Counter = Counter()
+
+    def count(params, model, **_):
+        key = params.get("Key", "")
+        if model.name == "DeleteObjects" or "checkpoint" in key:
+            housekeeping.update(["checkpoint"])
+        elif "/objects/" in key:
+            housekeeping.update(["merge"])
+        else:
+            calls.update([model.name])
+
+    conn.wh.store.client.meta.events.register("before-parameter-build.s3", count)
+    for e in range(epochs + 1):
+        if e == 1:  # the first epoch warms up
+            calls.clear()
+            housekeeping.clear()
+        conn.execute(f"INSERT INTO t VALUES ({e}, {e % 5}, {100 + e})")
+        conn.execute("FLUSH")
+    conn.close()
+    return Counter({op: n / epochs for op, n in calls.items()}), Counter(
+        {kind: n / epochs for kind, n in housekeeping.items()})
+
+
+def test_a_small_epoch_makes_six_requests_however_many_views(s3):
+    """Steady state: no LIST; the INSERT puts its rows and the log entry that accepts them; the
+    FLUSH looks for other processes' entries (one GET), puts its barrier, one pack of every file
+    its steps wrote and one log entry committing every object. The log's checkpoints (its state
+    whole, every 50 entries, and a bulk delete of applied batches) add a fraction per epoch, and
+    so do merges of state files (one upload per state table every `compact_max_files` epochs)."""
+    for n in (3, 13):
+        calls, housekeeping = _requests_per_epoch(s3.url(BUCKET, f"req-{n}-{uuid.uuid4().hex[:6]}"), n, 20)
+        assert calls == Counter({"PutObject": 5, "GetObject": 1}), (n, calls)
+        assert housekeeping["checkpoint"] < 0.5, (n, housekeeping)
+        assert housekeeping["merge"] <= (2 * n + 1) / 16 + 0.1, (n, housekeeping)

@@ -172,3 +172,32 @@ def test_a_spark_step_broadcasts_a_small_change_and_shuffles_a_large_one(spark, 
     conn.execute("FLUSH")
     assert conn.wh.status(["m"])[0]["spark_joins"] == "broadcast"
     assert_same(conn.execute("SELECT * FROM m").fetchall(), oracle.rows("SELECT * FROM m"), "m after a small epoch")
+
+
+def test_spark_tasks_read_files_packed_by_small_in_process_flushes(spark, bucket):
+    """On S3, the small FLUSHes of an in-process connection pack their files; a Spark step of
+    another connection reads them, its tasks fetching their byte ranges of the packs (the driver
+    downloads none of them), and gives the in-process answer."""
+    url = f"s3://{bucket}/packed-{uuid.uuid4().hex[:8]}"
+    small = dagster_rw.connect(url, engine="duckdb", aws_access_key_id="testing", aws_secret_access_key=SECRET)
+    small.execute("CREATE TABLE t (id INT PRIMARY KEY, g INT, v INT)")
+    for i in range(4):
+        small.execute(f"INSERT INTO t VALUES ({3 * i}, {i % 2}, {i}), ({3 * i + 1}, 1, {10 * i}), ({3 * i + 2}, 0, 5)")
+        small.execute("FLUSH")
+    state = small.wh.store._log.current()
+    assert all(f.key in state.packed for f in small.wh.manifest("t").state["output"])
+    on_spark = dagster_rw.connect(url, spark=spark, engine="spark", aws_access_key_id="testing",
+                                  aws_secret_access_key=SECRET)
+    on_spark.execute("CREATE MATERIALIZED VIEW s AS SELECT g, count(*) AS n, sum(v) AS total FROM t GROUP BY g")
+    small.execute("DELETE FROM t WHERE id = 1")
+    small.execute("INSERT INTO t VALUES (100, 1, 7)")
+    small.wh.barrier()
+    small.refresh("t")  # a changelog file of t's own; the next FLUSH packs t's files again
+    small.execute("INSERT INTO t VALUES (101, 0, 8)")
+    small.barrier()
+    on_spark.refresh("t")
+    on_spark.refresh("s")
+    expected = small.execute("SELECT g, count(*), sum(v) FROM t GROUP BY g").fetchall()
+    assert sorted(on_spark.execute("SELECT * FROM s").fetchall()) == sorted(expected)
+    cache = on_spark.wh.store.cache_dir
+    assert not any(n.endswith(".pack") for _, _, names in os.walk(cache) for n in names)

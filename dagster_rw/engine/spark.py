@@ -229,12 +229,17 @@ class SparkEngine(Engine):
         cluster can read the warehouse, else by Python tasks (one per file, a row group at a time)."""
         files = self.warehouse_files(scan.store)
         cols = [f"`{f.name}`" for f in scan.schema]
-        if files.spark_url and not scan.tag:
+        locate = getattr(scan.store, "locate_packed", None)
+        # files packed with others (storage.pack): the tasks read their byte ranges of the pack
+        packed = {k: [where[0], *where[1][k]] for k in scan.keys
+                  for where in [locate(k) if locate is not None else None] if where is not None}
+        if files.spark_url and not scan.tag and not packed:
             # with the schema given, Spark reads no file's footer to infer one (a job of its own)
             return self.spark.read.schema(_spark_schema(scan.schema)).parquet(
                 *[files.spark_path(k) for k in scan.keys]).select(*cols)
         keys = list(scan.keys)
-        reader = functools.partial(executor_io.read_files, files, scan.schema.serialize().to_pybytes(), scan.tag, keys)
+        reader = functools.partial(executor_io.read_files, files, scan.schema.serialize().to_pybytes(), scan.tag, keys,
+                                   packed=packed)
         parallel = max(1, min(len(keys), 4 * _parallelism(self.spark)))
         return self.spark.range(0, len(keys), 1, parallel).mapInArrow(reader, _spark_schema(scan.schema))
 

@@ -39,6 +39,23 @@ def _acc_type(func: str, arg_type: str, out_type: str) -> str:
     return out_type
 
 
+def _left_join_small(left: pa.Table, right: pa.Table, keys: list[str]) -> pa.Table | None:
+    """`left` with the columns of `right`'s row of the same key (NULLs where none; keys unique in
+    `right`), by a dict of the keys: for the few groups of a small epoch, where a hash join's
+    setup costs more than the join. None for many rows, or key types a dict would not compare as
+    SQL does (floating point: NaN)."""
+    if left.num_rows > 2000 or right.num_rows > 2000 or not all(
+            pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_boolean(t)
+            for t in (left.schema.field(k).type for k in keys)):
+        return None
+    at = {k: i for i, k in enumerate(zip(*[right.column(k).to_pylist() for k in keys]))}
+    rows = pa.array([at.get(k) for k in zip(*[left.column(k).to_pylist() for k in keys])], pa.int64())
+    taken = right.drop_columns(keys).take(rows)
+    for name in taken.column_names:
+        left = left.append_column(name, taken.column(name))
+    return left
+
+
 class AggregateOp(Operator):
     def __init__(self, node, ctx):
         super().__init__(node, ctx)
@@ -144,10 +161,12 @@ class AggregateOp(Operator):
         old_cols = ["o.cnt AS o_cnt"] + [f"o.{quote(n)} AS {quote('o_' + n)}" for n, _ in self.acc_columns()[1:]]
         # one query: the groups' new accumulators, their old ones, and the output rows of both
         outputs = self.output_exprs("", "n_") + self.output_exprs("o_", "o_")
-        joined = self.sql(
-            f"SELECT *, {', '.join(outputs)} FROM (SELECT {col_list(self.groups, 'dg.')}"
-            f"{', ' if self.groups else ''}{', '.join(new_cols)}, {', '.join(old_cols)} "
-            f"FROM dg {' '.join(joins)}) j", shared=True, **rels)
+        joined = self.joined_in_arrow(dg, old)
+        if joined is None:
+            joined = self.sql(
+                f"SELECT *, {', '.join(outputs)} FROM (SELECT {col_list(self.groups, 'dg.')}"
+                f"{', ' if self.groups else ''}{', '.join(new_cols)}, {', '.join(old_cols)} "
+                f"FROM dg {' '.join(joins)}) j", shared=True, **rels)
 
         is_global = "TRUE" if node.is_global else "FALSE"
         if isinstance(joined, pa.Table):
@@ -168,6 +187,55 @@ class AggregateOp(Operator):
             f"UNION ALL SELECT {old_out + ', ' if old_out else ''}CAST(-1 AS BIGINT) AS {W} FROM j "
             f"WHERE o_cnt IS NOT NULL AND ({is_global} OR o_cnt > 0)")
         return self.sql(consolidate_sql(out_cols, f"({union}) rw_o"), j=joined)
+
+    def joined_in_arrow(self, dg, old) -> pa.Table | None:
+        """What the query in `apply` joins (each touched group's new accumulators, its old ones, and
+        the output values of both, `n_<c>` and `o_<c>`) with Arrow's kernels, for grouped COUNT,
+        SUM and AVG over BIGINT accumulators, groups without NULLs and outputs of BIGINT or
+        DOUBLE; None otherwise, or when a sum overflows (the query then decides)."""
+        node = self.node
+        if not (isinstance(dg, pa.Table) and isinstance(old, pa.Table) and self.groups) or any(
+                a.distinct or a.func in MINPUT or a.func in ORDERED_AGGS for a in node.aggs):
+            return None
+        acc = self.acc_columns()
+        names = [n for n, _ in acc]
+        outs = [sqltypes.arrow_type(node.columns[self.ng + i].type) for i in range(len(node.aggs))]
+        if any(t != "bigint" for _, t in acc) or any(t not in (pa.int64(), pa.float64()) for t in outs) or any(
+                dg.column(g).null_count for g in self.groups):
+            return None
+        try:
+            o = old.select(self.groups + names).rename_columns(self.groups + ["o_" + n for n in names])
+            j = _left_join_small(dg, o, self.groups)
+            if j is None:
+                j = dg.join(o, keys=self.groups, join_type="left outer", use_threads=False)
+            zero = pa.scalar(0, pa.int64())
+            cols = {g: j.column(g) for g in self.groups}
+            cols["cnt"] = pc.add_checked(pc.fill_null(j.column("o_cnt"), zero), j.column("dcnt"))
+            for i, a in enumerate(node.aggs):
+                if a.func in ("sum", "avg"):
+                    ds, was = j.column(f"ds{i}"), j.column(f"o_s{i}")
+                    cols[f"s{i}"] = pc.if_else(pc.is_null(ds), was,
+                                               pc.if_else(pc.is_null(was), ds, pc.add_checked(was, ds)))
+                if f"n{i}" in names:
+                    cols[f"n{i}"] = pc.add_checked(pc.fill_null(j.column(f"o_n{i}"), zero), j.column(f"dn{i}"))
+            for n in names:
+                cols["o_" + n] = j.column("o_" + n)
+            for p, alias in (("", "n_"), ("o_", "o_")):
+                for i, a in enumerate(node.aggs):
+                    if a.func == "count_star":
+                        v = cols[f"{p}cnt"]
+                    elif a.func == "count":
+                        v = pc.fill_null(cols[f"{p}n{i}"], zero)
+                    else:
+                        some = pc.greater(cols[f"{p}n{i}"], 0)
+                        total = cols[f"{p}s{i}"]
+                        if a.func == "avg":
+                            total = pc.divide(total.cast(pa.float64()), cols[f"{p}n{i}"].cast(pa.float64()))
+                        v = pc.if_else(some, total, pa.scalar(None, total.type))
+                    cols[alias + cname(self.ng + i)] = v.cast(outs[i])
+            return pa.table(cols)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, KeyError):
+            return None
 
     def group_deltas_in_arrow(self, d) -> pa.Table | None:
         """The per-group changes of the accumulators (dcnt, ds<i>, dn<i>, as the SQL in `apply`

@@ -1,148 +1,123 @@
-"""Barriers and epochs: sealing staged DML into strictly increasing, durable epochs.
+"""Barriers and epochs: sealing accepted DML into strictly increasing, durable epochs.
 
-A barrier writes `epochs/<n>.json` listing, per table, the staged DML batches it seals (put-if-absent:
-two processes cutting a barrier at once get two different epochs, never the same batch twice).
-Staged files that every table has applied are deleted, then a watermark records that; barriers only
-need the epoch records above the watermark to tell sealed files from unsealed ones.
+A DML batch is accepted when its file is under `staging/` and a log entry (storage/log.py) names
+it; a barrier is a log entry too, and seals every batch accepted before it into the next epoch:
+the log's order decides, so two processes cutting a barrier at once get two different epochs,
+never the same batch twice. Once every table has applied an epoch, its staged files are deleted
+and a log entry records that (`collected`); the epoch records above it stay in the log's state.
 """
 from __future__ import annotations
 
-import json
 import time
 import uuid
 
-from ..errors import OperationalError
-from ..storage.catalog import key_name, name_of_key
+from ..errors import ProgrammingError
+from ..storage.catalog import TABLE, key_name
+from ..storage.log import log_of
 from ..storage.object_store import ObjectStore
 
-EPOCHS = "epochs"
 STAGING = "staging"
-WATERMARK = "staging_gc.json"
-_WIDTH = 20
-
-
-def epoch_key(epoch: int) -> str:
-    return f"{EPOCHS}/{epoch:0{_WIDTH}d}.json"
-
-
-def epoch_numbers(store: ObjectStore) -> list[int]:
-    return [int(k.rsplit("/", 1)[-1][:-5]) for k in store.list(EPOCHS + "/") if k.endswith(".json")]
 
 
 def newest_epoch(store: ObjectStore) -> int:
-    nums = epoch_numbers(store)
-    return max(nums) if nums else 0
+    """The newest epoch as this process last read the log."""
+    return log_of(store).current().newest_epoch
+
+
+def epoch_numbers(store: ObjectStore) -> list[int]:
+    """The epochs whose records the log still holds (those whose batches are not all collected)."""
+    return sorted(log_of(store).current().epochs)
 
 
 def load_epoch(store: ObjectStore, epoch: int) -> dict:
-    return json.loads(store.read_bytes(epoch_key(epoch)))
+    try:
+        return log_of(store).current().epochs[epoch]
+    except KeyError:
+        raise FileNotFoundError(f"the record of epoch {epoch}") from None
 
 
 def staging_key(table: str) -> str:
     return f"{STAGING}/{key_name(table)}/{time.time_ns():020d}-{uuid.uuid4().hex[:12]}.parquet"
 
 
-def _watermark(store: ObjectStore) -> int:
-    try:
-        return json.loads(store.read_bytes(WATERMARK))["epoch"]
-    except FileNotFoundError:
-        return 0
+def accept(store: ObjectStore, obj, key: str) -> None:
+    """Accept the staged batch `key` of table `obj` (its file written): the next barrier seals it.
+    The entry is refused when the log's newest catalog no longer holds the table as `obj`
+    describes it (another process dropped it, or dropped and created it again)."""
+    columns = [[c.name, c.type] for c in obj.columns]
+
+    def build(state):
+        now = next((o for o in (state.catalog or {}).get("objects", []) if o["name"] == obj.name), None)
+        if now is None or now["created_epoch"] != obj.created_epoch or \
+                [[c["name"], c["type"]] for c in now["columns"]] != columns:
+            raise ProgrammingError(f'relation "{obj.name}" was dropped or changed by another process while '
+                                   "the rows were written; nothing was accepted")
+        return {"stage": {obj.name: [key]}}
+
+    log_of(store).append(build, f"accepting a batch of {obj.name!r}")
 
 
-def barrier(store: ObjectStore, extra: dict | None = None, attempts: int = 20) -> int:
-    """Seal every staged batch not yet in an epoch into a new epoch; returns its number.
+def barrier(store: ObjectStore, extra: dict | None = None) -> int:
+    """Seal every accepted batch not yet in an epoch into a new epoch; returns its number.
 
     `extra` adds fields to the epoch record: a dict, or a function of the newest epoch before this
     one (evaluated again if another process takes that number first), for positions that must
     follow the previous record's (Kafka offsets).
     """
-    for _ in range(attempts):
-        wm = _watermark(store)
-        listed = epoch_numbers(store)  # one listing: the newest epoch and the sealed set must agree
-        nums = sorted(n for n in listed if n > wm)
-        sealed: set[str] = set()
-        try:
-            for n in nums:
-                for keys in load_epoch(store, n)["batches"].values():
-                    sealed.update(keys)
-        except FileNotFoundError:
-            continue  # staged files were collected meanwhile: look again
-        newest = max(listed) if listed else wm
-        batches: dict[str, list[str]] = {}
-        for key in store.list(STAGING + "/"):
-            if key in sealed or not key.endswith(".parquet"):
-                continue
-            table = name_of_key(key.split("/")[1])
-            batches.setdefault(table, []).append(key)
-        for keys in batches.values():
-            keys.sort()  # staging keys start with a timestamp: the order DML was accepted
-        record = {"epoch": newest + 1, "time": time.time(), "batches": batches}
-        more = extra(newest) if callable(extra) else extra
-        if more:
-            record.update(more)
-        data = json.dumps(record, indent=1).encode()
-        if store.put_if_absent(epoch_key(newest + 1), data):
-            return newest + 1
-    raise OperationalError("could not cut a barrier: other processes kept committing epochs first")
+    epoch = []
+
+    def build(state):
+        more = extra(state.newest_epoch) if callable(extra) else extra
+        epoch[:] = [state.newest_epoch + 1]
+        return {"barrier": {"time": time.time(), **(more or {})}}
+
+    log_of(store).append(build, "a barrier")
+    return epoch[0]
 
 
 def batches_for(store: ObjectStore, table: str, after: int, upto: int) -> list[str]:
     """The staged batches of `table` sealed in epochs (after, upto], in the order they were accepted."""
+    state = log_of(store).current()
     out: list[str] = []
-    for n in sorted(n for n in epoch_numbers(store) if after < n <= upto):
-        out.extend(load_epoch(store, n)["batches"].get(table, []))
+    for n in range(after + 1, upto + 1):
+        record = state.epochs.get(n)
+        if record is None:
+            if n <= state.collected:
+                raise FileNotFoundError(f"the batches of epoch {n} (collected: every table applied them)")
+            continue
+        out.extend(record["batches"].get(table, []))
     return out
 
 
 def unsealed_batches(store: ObjectStore, table: str) -> list[str]:
     """Batches of `table` accepted but not yet sealed by any barrier."""
-    wm = _watermark(store)
-    sealed: set[str] = set()
-    for n in epoch_numbers(store):
-        if n > wm:
-            sealed.update(load_epoch(store, n)["batches"].get(table, []))
-    return [k for k in store.list(f"{STAGING}/{key_name(table)}/") if k.endswith(".parquet") and k not in sealed]
+    return list(log_of(store).current().unsealed.get(table, []))
 
 
 def unsealed_counts(store: ObjectStore) -> dict[str, int]:
-    """Per table, how many staged DML batches no barrier has sealed yet (one listing of staging)."""
-    wm = _watermark(store)
-    sealed: set[str] = set()
-    for n in epoch_numbers(store):
-        if n > wm:
-            try:
-                for keys in load_epoch(store, n)["batches"].values():
-                    sealed.update(keys)
-            except FileNotFoundError:
-                continue
-    out: dict[str, int] = {}
-    for key in store.list(STAGING + "/"):
-        if key.endswith(".parquet") and key not in sealed:
-            table = name_of_key(key.split("/")[1])
-            out[table] = out.get(table, 0) + 1
-    return out
+    """Per table, how many accepted DML batches no barrier has sealed yet."""
+    return {t: len(keys) for t, keys in log_of(store).current().unsealed.items() if keys}
 
 
-def collect_staging(store: ObjectStore, applied_epoch: int) -> None:
-    """Delete staged batches sealed in epochs <= applied_epoch (every table has applied them)."""
-    wm = _watermark(store)
-    if applied_epoch <= wm:
-        return
-    numbers = epoch_numbers(store)
-    # deleted here, not in the background: a barrier takes a staged file that no epoch above the
-    # watermark lists for a new one, so every such file must be gone before the watermark moves
-    for n in sorted(n for n in numbers if wm < n <= applied_epoch):
-        try:
-            record = load_epoch(store, n)
-        except FileNotFoundError:  # another process collected it meanwhile
-            continue
-        for keys in record["batches"].values():
-            for k in keys:
-                store.delete(k)
-    # the watermark only lets barriers skip older epoch records: a crash that loses it (or the
-    # deletions) leaves records of batches every table has applied, which nothing reads again
-    store.write_bytes(WATERMARK, json.dumps({"epoch": applied_epoch}).encode(), durable=False)
-    # records below the watermark describe batches that are gone; keep the watermark's own record
-    for n in numbers:
-        if n < applied_epoch:
-            store.delete(epoch_key(n))
+class Collection:
+    """Works out, on the log's newest state (as an entry's builder), the epoch every table has
+    applied: `{"collected": epoch}` for the entry, or {} when it has not moved. The staged batches
+    of the epochs it covers go to the log's trash, deleted in bulk at its next checkpoint
+    (storage/log.py). `ours`: tables' epochs in versions the same entry commits."""
+
+    def __init__(self, ours: dict[str, int] | None = None):
+        self.ours = ours or {}
+
+    def __call__(self, state) -> dict:
+        tables = [o["name"] for o in (state.catalog or {}).get("objects", []) if o["kind"] == TABLE]
+        if not tables:
+            return {}
+        applied = min(self.ours[t] if t in self.ours else state.manifests.get(t, {}).get("epoch", 0)
+                      for t in tables)
+        return {"collected": applied} if applied > state.collected else {}
+
+
+def collect_staging(store: ObjectStore) -> None:
+    """Record the epoch every table has applied (its staged batches are then deleted)."""
+    collection = Collection()
+    log_of(store).append(lambda state: collection(state) or None, "collecting staged batches")

@@ -89,7 +89,7 @@ def _previous(wh, obj: CatalogObject, newest: int) -> dict[int, int]:
 
 def barrier_offsets(wh):
     """The `extra` for epochs.barrier: given the newest epoch, every source's end offsets."""
-    sources = [o for o in wh.catalog(reload=True).objects.values() if is_connector(o)]
+    sources = [o for o in wh.catalog().objects.values() if is_connector(o)]
     if not sources:
         return None
     high: dict[str, dict[int, int] | None] = {}  # asked once per barrier, not once per retry

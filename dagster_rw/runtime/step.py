@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 
 import numpy as np
@@ -29,7 +29,6 @@ from ..operators.base import (
     rows_equal,
     state_writes,
 )
-from ..storage import manifest as manifests
 from ..storage import sst_cache
 from ..storage.catalog import SOURCE, TABLE, CatalogObject, key_name
 from ..storage.manifest import Manifest, SstFile
@@ -68,7 +67,8 @@ class StepContext:
         self.backfill = backfill
         self.tables: dict[str, StateTable] = {}
         self.rows_in = 0
-        self.written: dict = {}  # state table -> its file, written while later operators run
+        self.written: dict = {}  # state table -> (future of) its file, written while later operators run
+        self.ready: dict = {}  # state table -> (future of) its file-to-be (PreparedSst), once sorted and named
         self.unconsolidated: set[int] = set()  # nodes whose output deltas need no consolidation
 
     def operator_done(self, op_id: int) -> None:
@@ -87,7 +87,21 @@ class StepContext:
             return
         start = self.manifest.epoch if self.manifest.exists else self.target
         table = self.tables[name]
-        self.written[name] = written = _writers().submit(table.flush, start, self.target)
+        self.ready[name] = ready = Future()
+
+        def write():
+            try:
+                prepared = table.prepare(start, self.target)
+            except BaseException as e:
+                ready.set_exception(e)
+                raise
+            ready.set_result(prepared)
+            if prepared is None:
+                return None
+            prepared.pack = self.wh.pack
+            return prepared.finish()
+
+        self.written[name] = written = _writers().submit(write)
         written.add_done_callback(lambda done: _index_ahead(table, done))
 
     def watermark(self, source: str, epoch: int) -> int | None:
@@ -131,7 +145,7 @@ class StepContext:
             files = [f for f in sm.changelog if f.epoch_from >= self.manifest.epoch and f.epoch_to <= self.target]
             if self.engine is self.wh.engine:  # in-process: the decoded files, shared with other readers
                 schema = changelog_schema(src)
-                parts = [self._decoded(source, f.key).select(schema.names).cast(schema) for f in files]
+                parts = [sst_cache.conform(self._decoded(source, f.key).select(schema.names), schema) for f in files]
                 rel = pa.concat_tables(parts) if parts else schema.empty_table()
             else:
                 rel = ParquetScan(tuple(f.key for f in files), changelog_schema(src), self.wh.store)
@@ -188,7 +202,7 @@ def refresh_view(wh, obj: CatalogObject, plan) -> int:
     else:
         named = ctx.engine.sql(f"SELECT {', '.join(f'c{i} AS {quote(n)}' for i, n in enumerate(cols))}, {W} "
                                "FROM rw_root", rw_root=root_delta)
-    return _commit_output(wh, obj, m, ctx, named, start, target, t0)
+    return _commit_output(wh, obj, m, ctx, named, start, target, t0, defer=wh.pipelining)
 
 
 def refresh_table(wh, obj: CatalogObject) -> int:
@@ -198,8 +212,8 @@ def refresh_table(wh, obj: CatalogObject) -> int:
     if target <= committed and m.exists:
         return committed
     t0 = time.perf_counter()
-    batches = epochs.batches_for(wh.store, obj.name, committed, target)
     try:
+        batches = epochs.batches_for(wh.store, obj.name, committed, target)
         rows = _batch_rows(wh, batches)
         ctx = StepContext(wh, obj, m, target, False, wh.step_engine(rows), rows)
         delta, writes, order = table_change(wh, obj, m, batches, ctx.engine)
@@ -405,14 +419,20 @@ def _commit_output(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, delta,
     tables = {OUTPUT: out, **ctx.tables}
     changed = bool(counts["ins"] or counts["del"])
     if defer and engine is wh.engine:
-        prepared = {name: table.prepare(start, target) for name, table in tables.items()}
+        early = ctx.written  # being written already, by write_now
+        prepared = {name: table.prepare(start, target) for name, table in tables.items() if name not in early}
         if changed:
             prepared[None] = _prepare_changelog(wh, engine, obj, delta, start, target, order)
         pool = _writers()
+        for p in prepared.values():
+            if p is not None:
+                p.pack = wh.pack  # (the FLUSH's pack, when the store packs small files)
         futures = {k: pool.submit(p.finish) for k, p in prepared.items() if p is not None}
         for name, p in prepared.items():  # the next step's lookups find the new files indexed
             if name is not None and p is not None:
                 _indexer().submit(tables[name].index_ahead, p.provisional())
+        futures.update(early)
+        prepared.update({name: ctx.ready[name].result() for name in early})
         provisional = Manifest(
             object=obj.name, version=m.version, epoch=target,
             state={**m.state, **{n: list(t.files) + ([prepared[n].provisional()] if prepared[n] else [])
@@ -471,9 +491,9 @@ def _finish_commit(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, tables
            if ctx.engine is not wh.engine else {}),
         "committed_at": time.time(),
     }
-    wh.settle(obj.inputs)  # never commit past an input whose own commit is still in flight or failed
-    committed = manifests.commit(wh.store, nxt, dropped, wh.options["gc_grace_seconds"])
-    wh.remember_manifest(committed)
+    if not wh.batching:  # (a FLUSH's round commits all its objects at once, or none)
+        wh.settle(obj.inputs)  # never commit past an input whose own commit is still in flight or failed
+    wh.commit_manifest(nxt, dropped)
     return target
 
 

@@ -1,9 +1,11 @@
 """A warehouse as the runtime sees it: catalog, epochs, objects' manifests and the steps that advance them."""
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import random
+import threading
 import time
 import uuid
 from collections import deque
@@ -27,6 +29,7 @@ from ..storage.catalog import (
     Column,
 )
 from ..storage.manifest import Manifest
+from ..storage.pack import Pack
 from ..storage.object_store import ObjectStore
 from ..storage.state_table import write_sorted
 from .. import after_fork as fork
@@ -94,6 +97,13 @@ class Warehouse:
         self.sink_targets: dict[str, tuple] = {}  # sink -> (created epoch, open connector)
         self.pipelining = False  # inside a FLUSH: tables commit in the background (defer_commit)
         self._deferred: dict[str, tuple[Manifest, Future]] = {}
+        # inside a FLUSH's round: the manifest versions its steps made, committed together at its
+        # end (object -> (the version it started from, its newest version)), and the garbage
+        # those versions let go
+        self._batch: dict[str, tuple[int, Manifest]] | None = None
+        self._batch_expired: list[str] = []
+        self._batch_lock = threading.Lock()
+        self.pack = None  # inside a FLUSH's round on a store that packs files: the round's Pack
         self._committer: ThreadPoolExecutor | None = None
         self.compactor = Compactor(self)
         self._staged_kept: deque[tuple[str, int]] = deque()  # staged batches kept decoded, oldest first
@@ -131,7 +141,7 @@ class Warehouse:
     # -- catalog -------------------------------------------------------------------------------
     def catalog(self, reload: bool = False) -> Catalog:
         if self._catalog is None or reload:
-            self._catalog = catalogs.load(self.store)
+            self._catalog = catalogs.load(self.store, refresh=reload)
         return self._catalog
 
     def sync(self) -> None:
@@ -145,11 +155,13 @@ class Warehouse:
             raise ProgrammingError(f'relation "{name}" does not exist')
         return obj
 
-    def commit_catalog(self, objects: dict[str, CatalogObject], what: str, functions: dict | None = None) -> None:
+    def commit_catalog(self, objects: dict[str, CatalogObject], what: str, functions: dict | None = None,
+                       dropped: list[str] = ()) -> None:
+        """Commit the next catalog version; `dropped`: objects whose manifests it removes."""
         current = self.catalog(reload=True)
         self._catalog = catalogs.commit(self.store, Catalog(
             version=current.version, objects=objects,
-            functions=current.functions if functions is None else functions), what)
+            functions=current.functions if functions is None else functions), what, dropped)
 
     def functions(self) -> dict:
         """The catalog's SQL functions, by name (sql.functions.SqlFunction)."""
@@ -214,6 +226,26 @@ class Warehouse:
     def remember_manifest(self, m: Manifest) -> None:
         self._manifests[m.object] = m
 
+    @property
+    def batching(self) -> bool:
+        """Inside a FLUSH's round: commits join the round's one commit."""
+        return self._batch is not None
+
+    def commit_manifest(self, m: Manifest, dropped: list[str]) -> Manifest:
+        """Commit the next version of `m`, whose files no longer include `dropped`; inside a
+        FLUSH's round, the version joins the round's one commit (Warehouse._publish_round)."""
+        grace = self.options["gc_grace_seconds"]
+        if self._batch is None:
+            nxt = manifests.commit(self.store, m, dropped, grace)
+        else:
+            nxt, expired = manifests.successor(m, dropped, grace)
+            with self._batch_lock:
+                base = self._batch[m.object][0] if m.object in self._batch else m.version
+                self._batch[m.object] = (base, nxt)
+                self._batch_expired.extend(expired)
+        self.remember_manifest(nxt)
+        return nxt
+
     def forget_manifest(self, name: str) -> None:
         """Read `name`'s manifest from the warehouse again when next asked for it."""
         self._manifests.pop(name, None)
@@ -244,7 +276,7 @@ class Warehouse:
         read snapshots, not change files)."""
         marks = []
         for c in self.catalog().consumers(name):
-            m = manifests.load(self.store, c.name)
+            m = self.manifest(c.name, provisional=True)
             if m.exists:
                 marks.append(m.epoch)
         return min(marks) if marks else own_target
@@ -373,7 +405,7 @@ class Warehouse:
             cat = self.catalog(reload=True)
             if name in cat.objects and not cat.consumers(name):
                 self.commit_catalog({k: v for k, v in cat.objects.items() if k != name},
-                                    f"DROP {name} (its CREATE failed)")
+                                    f"DROP {name} (its CREATE failed)", dropped=[name])
                 self._manifests.pop(name, None)
                 self._plans = {k: v for k, v in self._plans.items() if k[0] != name}
                 self.compactor.forget(name)
@@ -417,7 +449,7 @@ class Warehouse:
         if users:
             raise IntegrityError(f'cannot drop {name!r}: other objects depend on it ({", ".join(users)})')
         objects = {k: v for k, v in cat.objects.items() if k != name}
-        self.commit_catalog(objects, f"DROP {name}")
+        self.commit_catalog(objects, f"DROP {name}", dropped=[name])
         self._manifests.pop(name, None)
         self.compactor.forget(name)
         self.clear_leftovers(name)
@@ -472,6 +504,7 @@ class Warehouse:
         if not by_arrow:  # a type pyarrow cannot write: DuckDB writes it
             self.engine.write_parquet(rows, tmp, [])
         self.store.upload_file(tmp, key)
+        epochs.accept(self.store, obj, key)
         if by_arrow:
             self._keep_staged(self.store.cache_path(key), rows)
         return n
@@ -571,14 +604,16 @@ class Warehouse:
             return step.refresh_table(self, obj)
         return step.refresh_view(self, obj, self.plan(obj))
 
-    def flush(self) -> int:
+    def flush(self, synced: bool = False) -> int:
         """FLUSH: seal what was accepted into a new epoch, then advance every object to it (or past
         it) and deliver the sinks; returns the epoch. Another writer committing an object first
         (CommitConflict) is not this FLUSH's failure: its rows were sealed by the barrier and stay
         staged until an object applies them, so the FLUSH reads the warehouse again and continues
         from what the other writer committed, backing off between attempts. Only a conflict that
-        persists past `flush_conflict_retries` attempts is raised."""
-        self.sync()
+        persists past `flush_conflict_retries` attempts is raised. `synced`: the caller has just
+        read what other processes committed (Warehouse.sync)."""
+        if not synced:
+            self.sync()
         epoch = self.barrier()
         delay, retries = self.options["flush_retry_initial_seconds"], self.options["flush_conflict_retries"]
         while True:
@@ -612,34 +647,62 @@ class Warehouse:
         return newest
 
     def _refresh_round(self) -> int:
+        """Advance every object but the sinks to the newest epoch, committing them all in one log
+        entry (which also records the staged batches every table has now applied)."""
         newest = epochs.newest_epoch(self.store)
         self.pipelining = True
+        self._batch, self._batch_expired = {}, []
+        self.pack = Pack(self.store) if self.store.packs_files else None
         step.hold_indexing(True)
         try:
-            for obj in self.catalog().topological():
-                if obj.kind != catalogs.SINK:
-                    self.refresh(obj.name)
+            try:
+                for obj in self.catalog().topological():
+                    if obj.kind != catalogs.SINK:
+                        self.refresh(obj.name)
+            except BaseException:
+                self.pipelining = False
+                self.settle(report=False)  # the step's own error is the one to report
+                raise
+            self.pipelining = False
+            self.settle()
+            self._publish_round()
         except BaseException:
             self.pipelining = False
-            self.settle(report=False)  # the step's own error is the one to report
+            self._batch = None
+            if self.pack is not None:
+                self.pack.discard()
+            self._manifests.clear()  # nothing of the round was committed
             raise
         finally:
+            self.pack = None
             step.hold_indexing(False)
-        self.pipelining = False
-        self.settle()
-        self.collect_garbage()
         if self.options["flush_delivers_sinks"]:  # after every view committed: views never wait for sinks
             for obj in [o for o in self.catalog().topological() if o.kind == catalogs.SINK]:
                 self.sinks.deliver_best_effort(self, obj)
         return newest
 
+    def _publish_round(self) -> None:
+        """Commit the versions a FLUSH's round made, in one log entry; then delete the garbage
+        they let go and the staged batches every table has applied."""
+        with self._batch_lock:
+            batch, expired, self._batch, self._batch_expired = self._batch, self._batch_expired, None, []
+        if not batch:
+            return
+        versions = [dataclasses.replace(nxt, version=base + 1) for base, nxt in batch.values()]
+        collection = epochs.Collection({m.object: m.epoch for m in versions})
+        packs = self.pack.upload() if self.pack is not None else {}
+        manifests.publish(self.store, versions, "FLUSH",
+                          extra=lambda state: {**collection(state), **({"packs": packs} if packs else {})})
+        self.pack = None  # committed: its files are the warehouse's now
+        for m in versions:
+            self.remember_manifest(m)
+        manifests.settle_garbage(self.store, expired, self.options["gc_grace_seconds"])
+
     def collect_garbage(self) -> None:
-        # a fresh catalog: a table another process just created must hold the watermark back too
-        tables = [o for o in self.catalog(reload=True).objects.values() if o.kind == TABLE]
-        self._manifests.clear()
-        if tables:
-            applied = min(self.manifest(t.name).epoch for t in tables)
-            epochs.collect_staging(self.store, applied)
+        """Delete the staged batches every table has applied (worked out on the log's newest
+        state: a table another process just created holds them back too)."""
+        self.sync()
+        epochs.collect_staging(self.store)
 
     def compact(self, name: str) -> int:
         """Merge each state table of `name` into one file; returns how many files were removed."""

@@ -5,7 +5,7 @@ import unicodedata
 from dataclasses import asdict, dataclass, field
 
 from ..errors import ProgrammingError
-from . import versioned
+from .log import conflict, log_of
 from .object_store import ObjectStore
 
 PREFIX = "catalog"
@@ -125,18 +125,29 @@ def shown_name(name: str, limit: int = 63) -> str:
     return '"' + text + ("..." if len(name) > limit else "") + '"'
 
 
-def load(store: ObjectStore) -> Catalog:
-    version, doc = versioned.latest(store, PREFIX)
+def load(store: ObjectStore, refresh: bool = True) -> Catalog:
+    """The newest catalog version (`refresh`: after reading what other processes committed)."""
+    log = log_of(store)
+    doc = (log.refresh() if refresh else log.current()).catalog
     if doc is None:
         return Catalog()
-    return Catalog(version=version,
+    return Catalog(version=doc["version"],
                    objects={o["name"]: CatalogObject.from_json(o) for o in doc["objects"]},
                    functions={f["name"]: f for f in doc.get("functions", [])})
 
 
-def commit(store: ObjectStore, catalog: Catalog, what: str) -> Catalog:
+def commit(store: ObjectStore, catalog: Catalog, what: str, dropped: list[str] = ()) -> Catalog:
+    """Publish the catalog after `catalog.version`; CommitConflict if another process published
+    one first. `dropped`: objects whose manifests go with this version."""
     nxt = Catalog(version=catalog.version + 1, objects=dict(catalog.objects), functions=dict(catalog.functions))
-    doc = {"objects": [o.to_json() for o in nxt.objects.values()],
+    doc = {"version": nxt.version, "objects": [o.to_json() for o in nxt.objects.values()],
            "functions": list(nxt.functions.values())}
-    versioned.commit(store, PREFIX, nxt.version, doc, what)
+
+    def build(state):
+        current = state.catalog["version"] if state.catalog else 0
+        if current != catalog.version:
+            raise conflict(what, f"version {nxt.version} was committed by another process at the same time")
+        return {"catalog": doc, **({"drop": list(dropped)} if dropped else {})}
+
+    log_of(store).append(build, what)
     return nxt

@@ -25,9 +25,11 @@ WRITTEN = pa.schema([("part", pa.int64()), ("key", pa.string()), ("rows", pa.int
                      ("key_min", pa.string()), ("key_max", pa.string())])
 
 
-def read_files(files: WarehouseFiles, schema_ipc: bytes, tag: str | None, keys: list[str], batches):
+def read_files(files: WarehouseFiles, schema_ipc: bytes, tag: str | None, keys: list[str], batches,
+               packed: dict | None = None):
     """The rows of the files `keys[i]` for the places `i` in `batches` (spark.range's `id`), in
-    `schema`, one row group at a time; with `tag`, a column of that name holds the file's place."""
+    `schema`, one row group at a time; with `tag`, a column of that name holds the file's place.
+    `packed`: files inside a pack, by key: [pack key, offset, length] (their range is read)."""
     from .sst_cache import restore_types
 
     schema = pa.ipc.read_schema(pa.py_buffer(schema_ipc))
@@ -35,7 +37,8 @@ def read_files(files: WarehouseFiles, schema_ipc: bytes, tag: str | None, keys: 
     for batch in batches:
         for i in batch.column(0).to_pylist():
             key = keys[i]
-            reader = pq.ParquetFile(files.open_input(key))
+            where = (packed or {}).get(key)
+            reader = pq.ParquetFile(files.open_range(*where) if where else files.open_input(key))
             present = [n for n in wanted.names if n in reader.schema_arrow.names]
             for g in range(reader.num_row_groups):
                 part = restore_types(reader.read_row_group(g, columns=present))

@@ -6,9 +6,9 @@ step wrote is visible; files of a step that never committed are garbage.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
-from . import versioned
+from .log import conflict, log_of
 from .object_store import ObjectStore, delete_in_background
 
 
@@ -69,10 +69,10 @@ class Manifest:
         return self.version > 0
 
     def to_json(self) -> dict:
-        d = asdict(self)
-        d["state"] = {k: [f.to_json() for f in v] for k, v in self.state.items()}
-        d["changelog"] = [f.to_json() for f in self.changelog]
-        return d
+        return {"object": self.object, "version": self.version, "epoch": self.epoch,
+                "state": {k: [f.to_json() for f in v] for k, v in self.state.items()},
+                "changelog": [f.to_json() for f in self.changelog], "garbage": list(self.garbage),
+                "stats": dict(self.stats), "positions": self.positions}
 
     @classmethod
     def from_json(cls, d: dict) -> Manifest:
@@ -97,17 +97,49 @@ class Manifest:
         return sum(len(files) for files in self.state.values()) + len(self.changelog)
 
 
-def manifest_prefix(obj: str) -> str:
-    from .catalog import key_name
-
-    return f"objects/{key_name(obj)}/manifest"
-
-
-def load(store: ObjectStore, obj: str) -> Manifest:
-    _, doc = versioned.latest(store, manifest_prefix(obj))
+def load(store: ObjectStore, obj: str, refresh: bool = False) -> Manifest:
+    """`obj`'s newest manifest as this process last read the log (`refresh`: read it first)."""
+    log = log_of(store)
+    doc = (log.refresh() if refresh else log.current()).manifests.get(obj)
     if doc is None:
         return Manifest(object=obj)
     return Manifest.from_json(doc)
+
+
+def successor(manifest: Manifest, dropped: list[str], grace_seconds: float) -> tuple[Manifest, list[str]]:
+    """The next version of `manifest`, whose garbage lists the files it no longer lists (`dropped`),
+    and the garbage older than the grace period, to delete once the version is committed."""
+    now = time.time()
+    keep, expired = [], []
+    for g in manifest.garbage:
+        (expired if now - g["dropped_at"] >= grace_seconds else keep).append(g)
+    if grace_seconds > 0:
+        keep.extend({"key": k, "dropped_at": now} for k in dropped)
+    nxt = Manifest(
+        object=manifest.object, version=manifest.version + 1, epoch=manifest.epoch, state=manifest.state,
+        changelog=manifest.changelog, garbage=keep, stats=manifest.stats, positions=manifest.positions,
+    )
+    return nxt, [g["key"] for g in expired] + ([] if grace_seconds > 0 else list(dropped))
+
+
+def publish(store: ObjectStore, versions: list[Manifest], what: str, extra=None) -> int:
+    """Commit manifest versions (each one after the version its object has now) in one log entry,
+    with `extra` fields (a dict, or a function of the log's state giving one: staging collected,
+    say); CommitConflict if another process committed one
+    of the objects first. Returns the entry's position."""
+    docs = {m.object: m.to_json() for m in versions}
+
+    def build(state):
+        for m in versions:
+            current = state.manifests.get(m.object, {}).get("version", 0)
+            if current != m.version - 1:
+                raise conflict(f"commit of {m.object!r}",
+                               f"version {m.version} was committed by another process at the same time")
+        entry = {"commits": docs}
+        entry.update((extra(state) if callable(extra) else extra) or {})
+        return entry
+
+    return log_of(store).append(build, what)
 
 
 def commit(store: ObjectStore, manifest: Manifest, dropped: list[str], grace_seconds: float) -> Manifest:
@@ -117,20 +149,17 @@ def commit(store: ObjectStore, manifest: Manifest, dropped: list[str], grace_sec
     reader that loaded an older version a moment ago can still finish reading it); with no grace
     period, the files this commit drops are deleted before it returns.
     """
-    now = time.time()
-    keep, expired = [], []
-    for g in manifest.garbage:
-        (expired if now - g["dropped_at"] >= grace_seconds else keep).append(g)
-    keep.extend({"key": k, "dropped_at": now} for k in dropped)
-    nxt = Manifest(
-        object=manifest.object, version=manifest.version + 1, epoch=manifest.epoch, state=manifest.state,
-        changelog=manifest.changelog, garbage=keep, stats=manifest.stats, positions=manifest.positions,
-    )
-    versioned.commit(store, manifest_prefix(manifest.object), nxt.version, nxt.to_json(),
-                     f"commit of {manifest.object!r}")
-    delete_in_background(store, [g["key"] for g in expired])
-    if grace_seconds <= 0:
-        for k in dropped:
-            store.delete(k)
-        nxt.garbage = []
+    nxt, expired = successor(manifest, dropped, grace_seconds)
+    publish(store, [nxt], f"commit of {manifest.object!r}")
+    settle_garbage(store, expired, grace_seconds)
     return nxt
+
+
+def settle_garbage(store: ObjectStore, expired: list[str], grace_seconds: float) -> None:
+    """After a commit: delete the files no manifest lists any more (in the background when they
+    were dropped a grace period ago, at once when there is no grace period)."""
+    if grace_seconds <= 0:
+        for k in expired:
+            store.delete(k)
+    else:
+        delete_in_background(store, expired)

@@ -22,6 +22,8 @@ from .local_files import move_into_place
 
 class ObjectStore:
     url: str
+    packs_files = False  # whether a commit's small files go into one packed object (storage.pack)
+    locate_packed = None  # key -> (pack key, layout) | None, for packed files (set by storage.log)
 
     def read_bytes(self, key: str) -> bytes: ...
     def write_bytes(self, key: str, data: bytes, durable: bool = True) -> None: ...
@@ -161,6 +163,8 @@ def _not_found(error) -> bool:
 
 
 class S3Store(ObjectStore):
+    packs_files = True  # a request per file is what small epochs cost most on S3
+
     def __init__(self, url: str, endpoint_url: str | None = None, client=None, cache_dir: str | None = None,
                  spark_url: str | None = None, **client_options):
         import boto3
@@ -198,12 +202,16 @@ class S3Store(ObjectStore):
     def _key(self, key: str) -> str:
         return f"{self.prefix}/{key}" if self.prefix else key
 
+    def _packed(self, key: str):
+        return self.locate_packed(key) if self.locate_packed is not None else None
+
     def parquet_rows(self, key: str) -> int:
         """From the local copy if there is one, else from the footer alone (ranged reads)."""
         import pyarrow.parquet as pq
 
         path = self.cache_path(key)
-        if os.path.exists(path):
+        if os.path.exists(path) or self._packed(key):
+            path = self.local_path(key)
             return pq.ParquetFile(path).metadata.num_rows
         try:
             with self.warehouse_files().open_input(key) as f:
@@ -266,7 +274,20 @@ class S3Store(ObjectStore):
         return sorted(out)
 
     def delete(self, key: str) -> None:
+        if self._packed(key):  # a file in a pack goes with its pack (storage.log checkpoints)
+            return
         self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
+
+    def delete_many(self, keys: list[str]) -> None:
+        """Delete objects, a thousand per request (S3's DeleteObjects)."""
+        keys = [k for k in keys if not self._packed(k)]
+        for i in range(0, len(keys), 1000):
+            chunk = keys[i:i + 1000]
+            if len(chunk) == 1:
+                self.delete(chunk[0])
+                continue
+            self.client.delete_objects(Bucket=self.bucket, Delete={
+                "Objects": [{"Key": self._key(k)} for k in chunk], "Quiet": True})
 
     def exists(self, key: str) -> bool:
         from botocore.exceptions import ClientError
@@ -289,6 +310,10 @@ class S3Store(ObjectStore):
     def local_path(self, key: str) -> str:
         """A local copy of an immutable object, downloaded once into the cache."""
         path = os.path.join(self.cache_dir, key)
+        if not os.path.exists(path) and self._packed(key):
+            from .pack import unpack
+
+            unpack(self, *self._packed(key))
         if not os.path.exists(path):
             os.makedirs(os.path.dirname(path), exist_ok=True)
             tmp = f"{path}.{uuid.uuid4().hex}.tmp"

@@ -133,6 +133,13 @@ def _grow(nbytes: int) -> None:
         _bytes -= old.size
 
 
+def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """`table` in `schema` (its columns' names and order): cast only when a type differs."""
+    if table.schema.equals(schema, check_metadata=False):
+        return table
+    return table.cast(schema)
+
+
 def read_parquet(path: str) -> pa.Table:
     """A Parquet file as Arrow; INTERVAL columns (which pyarrow sees as 12 raw bytes: months, days,
     milliseconds) come back as month_day_nano intervals."""

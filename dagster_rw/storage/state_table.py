@@ -210,7 +210,7 @@ class StateTable:
             if rows is None:
                 return None
             if rows.num_rows:
-                parts.append(rows.cast(pa.schema([full.field(n) for n in rows.column_names])))
+                parts.append(sst_cache.conform(rows, pa.schema([full.field(n) for n in rows.column_names])))
                 want_null = want_null and rows.column(self.pk[0]).null_count == 0
             left[np.flatnonzero(pick)[found]] = False
         if not parts:
@@ -368,7 +368,8 @@ class StateTable:
             parts = [r.select(self.columns + [DELETED]) for r in filled]
             # one part its maker sorted by this table's key (in_key_order)
             ordered = len(filled) == 1 and (filled[0].schema.metadata or {}).get(KEY_ORDER) == ",".join(self.pk).encode()
-            rel = pa.concat_tables([p.cast(pa.schema([full.field(n) for n in p.column_names])) for p in parts])
+            rel = pa.concat_tables([sst_cache.conform(p, pa.schema([full.field(n) for n in p.column_names]))
+                                    for p in parts])
             rel = rel.append_column(EPOCH, pa.array(np.full(rel.num_rows, epoch_to, np.int64)))
             return prepare_sst(self.store, self.engine, rel.select(full.names).replace_schema_metadata(None),
                                self.key_dir, self.pk, epoch_from, epoch_to, ordered=ordered)
@@ -503,7 +504,10 @@ class StateTable:
 
 class PreparedSst:
     """A step file whose name and rows are fixed (Arrow rows sorted, and cached for this process's
-    readers) but which is not written yet: `finish()` writes and uploads it."""
+    readers) but which is not written yet: `finish()` writes and uploads it (or, with `pack`
+    set, hands it to the commit's pack: storage.pack)."""
+
+    pack = None
 
     def __init__(self, store: ObjectStore, engine: Engine, key: str, rel, table: pa.Table | None,
                  sort_keys: list[str], epoch_from: int, epoch_to: int, order=None):
@@ -526,7 +530,8 @@ class PreparedSst:
         else:
             rows = self.engine.write_parquet(self.rel, tmp, self.sort_keys)
         size = os.path.getsize(tmp)
-        self.store.upload_file(tmp, self.key)
+        if self.pack is None or not self.pack.take(tmp, self.key):
+            self.store.upload_file(tmp, self.key)
         if self.table is not None:  # readers of a file too large for the cache map it from now on
             sst_cache.written(self.store.cache_path(self.key))
         return SstFile(key=self.key, epoch_from=self.epoch_from, epoch_to=self.epoch_to, rows=rows, bytes=size)

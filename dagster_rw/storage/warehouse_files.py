@@ -16,6 +16,7 @@ import uuid
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 
 from .local_files import move_into_place
@@ -66,6 +67,12 @@ class WarehouseFiles:
     def open_input(self, key: str):
         """A random-access file for a Parquet reader (only the ranges it reads are fetched)."""
         return self.filesystem().open_input_file(self.path(key))
+
+    def open_range(self, key: str, offset: int, length: int):
+        """A file holding `length` bytes of object `key` from `offset` (a packed file)."""
+        with self.filesystem().open_input_file(self.path(key)) as f:
+            f.seek(offset)
+            return pa.BufferReader(f.read(length))
 
     def put_file(self, local: str, key: str) -> None:
         """Publish a finished local file under `key`: whole or not at all, as the stores do."""

@@ -1,0 +1,282 @@
+"""The warehouse log: every commit to a warehouse is one numbered entry, `log/<n>.json`.
+
+An entry is written with put-if-absent at the position after the newest one its writer knows
+(an atomic hard link on local disk, `If-None-Match: *` on S3): of two writers that reach for the
+same position one wins, and the other reads the entries it missed and tries the next position,
+rebuilding its entry on what it read (where the two really conflict, the rebuild raises
+CommitConflict). The log's order is the warehouse's order: catalog versions, accepted DML batches,
+barriers and every object's manifest versions are all entries, and one entry can hold many of them
+(a FLUSH commits every object it advanced in one entry).
+
+A process keeps the state the entries add up to (LogState) and continues from the position it
+knows: seeing what other processes committed costs one GET of the next position (absent when
+nothing happened). Nothing on that path lists the store.
+
+Every CHECKPOINT_INTERVAL entries the state is written whole (`log/<n>.checkpoint.json`) and
+`log/_last_checkpoint.json` names it, so a new process reads one checkpoint and the entries after
+it. Entries and checkpoints older than a checkpoint that is itself older than the retention
+period are deleted. A process that has not read the log for a quarter of that period starts again
+from the newest checkpoint, so it never continues from a position whose successors were pruned.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+import weakref
+from dataclasses import dataclass, field
+
+from ..errors import CommitConflict, OperationalError
+from .object_store import ObjectStore
+
+LOG = "log"
+POINTER = f"{LOG}/_last_checkpoint.json"
+CHECKPOINT_INTERVAL = 50
+RETENTION_SECONDS = 3600.0
+_WIDTH = 20
+_ATTEMPTS = 200
+
+
+def entry_key(position: int) -> str:
+    return f"{LOG}/{position:0{_WIDTH}d}.json"
+
+
+def checkpoint_key(position: int) -> str:
+    return f"{LOG}/{position:0{_WIDTH}d}.checkpoint.json"
+
+
+@dataclass
+class LogState:
+    """What the log's entries up to `position` add up to."""
+
+    position: int = 0
+    catalog: dict | None = None  # the newest catalog version: {"version", "objects", "functions"}
+    manifests: dict[str, dict] = field(default_factory=dict)  # object -> its newest manifest (JSON)
+    newest_epoch: int = 0
+    epochs: dict[int, dict] = field(default_factory=dict)  # epoch -> its barrier's record, from `collected` up
+    unsealed: dict[str, list[str]] = field(default_factory=dict)  # table -> staged batches no barrier sealed
+    collected: int = 0  # staged batches of epochs up to this one have been deleted
+    marks: list[list] = field(default_factory=list)  # [position, time] of entries at checkpoint positions
+    pruned_below: int = 1  # entries below this position are (as far as this process knows) deleted
+    packs: dict[str, dict[str, list[int]]] = field(default_factory=dict)  # pack -> file -> [offset, length]
+    packed: dict[str, str] = field(default_factory=dict)  # file -> its pack (derived from `packs`)
+    # staged batches every table has applied, deleted in bulk by the writer of the next checkpoint
+    # (`due`: those the entry at the newest checkpoint position handed over)
+    trash: list[str] = field(default_factory=list)
+    due: list[str] = field(default_factory=list)
+
+    def apply(self, position: int, entry: dict) -> None:
+        if "catalog" in entry:
+            self.catalog = entry["catalog"]
+        for name in entry.get("drop", []):
+            self.manifests.pop(name, None)
+            self.unsealed.pop(name, None)
+        for table, keys in entry.get("stage", {}).items():
+            self.unsealed.setdefault(table, []).extend(keys)
+        if "barrier" in entry:
+            record = dict(entry["barrier"])
+            record["epoch"] = self.newest_epoch + 1
+            record["batches"], self.unsealed = self.unsealed, {}
+            self.epochs[record["epoch"]] = record
+            self.newest_epoch = record["epoch"]
+        for pack, layout in entry.get("packs", {}).items():
+            self.packs[pack] = layout
+            self.packed.update((key, pack) for key in layout)
+        for name, doc in entry.get("commits", {}).items():
+            self.manifests[name] = doc
+        if entry.get("collected", 0) > self.collected:
+            for e, record in sorted(self.epochs.items()):
+                if self.collected < e <= entry["collected"]:
+                    self.trash.extend(k for keys in record["batches"].values() for k in keys)
+            self.collected = entry["collected"]
+            self.epochs = {e: r for e, r in self.epochs.items() if e >= self.collected}
+        self.due = []
+        if position % CHECKPOINT_INTERVAL == 0:
+            self.marks.append([position, entry.get("time", 0.0)])
+            self.due, self.trash = self.trash, []
+        self.position = position
+
+    def to_json(self) -> dict:
+        return {"position": self.position, "catalog": self.catalog, "manifests": self.manifests,
+                "newest_epoch": self.newest_epoch, "epochs": {str(e): r for e, r in self.epochs.items()},
+                "unsealed": self.unsealed, "collected": self.collected, "marks": self.marks,
+                "pruned_below": self.pruned_below, "packs": self.packs, "trash": self.trash}
+
+    @classmethod
+    def from_json(cls, d: dict) -> LogState:
+        return cls(position=d["position"], catalog=d["catalog"], manifests=d["manifests"],
+                   newest_epoch=d["newest_epoch"], epochs={int(e): r for e, r in d["epochs"].items()},
+                   unsealed=d["unsealed"], collected=d["collected"], marks=d["marks"],
+                   pruned_below=d.get("pruned_below", 1), packs=d.get("packs", {}), trash=d.get("trash", []),
+                   packed={key: pack for pack, layout in d.get("packs", {}).items() for key in layout})
+
+    def listed_files(self) -> set[str]:
+        """Every file some manifest lists, its garbage (still readable by others) included."""
+        out: set[str] = set()
+        for doc in self.manifests.values():
+            for files in doc.get("state", {}).values():
+                out.update(f["key"] for f in files)
+            out.update(f["key"] for f in doc.get("changelog", []))
+            out.update(g["key"] for g in doc.get("garbage", []))
+        return out
+
+    def drop_unlisted_packs(self) -> list[str]:
+        """Forget the packs none of whose files any manifest lists; returns them (to delete)."""
+        listed = self.listed_files()
+        dead = [p for p, layout in self.packs.items() if not any(k in listed for k in layout)]
+        for pack in dead:
+            for key in self.packs.pop(pack):
+                self.packed.pop(key, None)
+        return dead
+
+
+class WarehouseLog:
+    """One process's view of a warehouse's log: the state it has read, and appends to it."""
+
+    retention_seconds = RETENTION_SECONDS
+
+    def __init__(self, store: ObjectStore):
+        self.store = store
+        self.state: LogState | None = None
+        self.lock = threading.RLock()
+        self._read_at = 0.0  # monotonic time the log was last read up to its end
+        self.entries_read = 0  # entries this process read that other processes wrote
+        _logs.add(self)
+
+    # -- reading -------------------------------------------------------------------------------
+    def current(self) -> LogState:
+        """The state as this process last read it (read first if it never did)."""
+        with self.lock:
+            if self.state is None:
+                self.refresh()
+            return self.state
+
+    def refresh(self) -> LogState:
+        """Read the entries other processes appended since this process last looked."""
+        with self.lock:
+            if self.state is None or time.monotonic() - self._read_at > self.retention_seconds / 4:
+                self.state = self._from_checkpoint()
+            self._read_forward()
+            return self.state
+
+    def _from_checkpoint(self) -> LogState:
+        try:
+            position = json.loads(self.store.read_bytes(POINTER))["position"]
+        except FileNotFoundError:
+            position = self._newest_checkpoint()  # no pointer yet (or it was lost): look
+        if not position:
+            return LogState()
+        try:
+            return LogState.from_json(json.loads(self.store.read_bytes(checkpoint_key(position))))
+        except FileNotFoundError:
+            position = self._newest_checkpoint()
+            if not position:
+                return LogState()
+            return LogState.from_json(json.loads(self.store.read_bytes(checkpoint_key(position))))
+
+    def _newest_checkpoint(self) -> int:
+        """Recovery only: the newest checkpoint by listing the log (0: none)."""
+        found = [int(k.rsplit("/", 1)[-1].split(".")[0]) for k in self.store.list(LOG + "/")
+                 if k.endswith(".checkpoint.json")]
+        return max(found, default=0)
+
+    def _read_forward(self) -> None:
+        state = self.state
+        while True:
+            try:
+                data = self.store.read_bytes(entry_key(state.position + 1))
+            except FileNotFoundError:
+                break
+            state.apply(state.position + 1, json.loads(data))
+            self.entries_read += 1
+        self._read_at = time.monotonic()
+
+    def locate(self, key: str) -> tuple[str, dict[str, list[int]]] | None:
+        """The pack holding file `key` and the pack's layout, or None (a file of its own)."""
+        state = self.state
+        pack = state.packed.get(key) if state is not None else None
+        if pack is None:
+            return None
+        layout = state.packs.get(pack)
+        return (pack, layout) if layout is not None else None
+
+    # -- writing -------------------------------------------------------------------------------
+    def append(self, build, what: str = "commit") -> int | None:
+        """Append the entry `build(state)` returns (None: nothing to append) at the next position;
+        when another process took that position first, read its entries and build again (`build`
+        raises CommitConflict where the two really conflict). Returns the entry's position."""
+        with self.lock:
+            if self.state is None or time.monotonic() - self._read_at > self.retention_seconds / 4:
+                self.refresh()
+            for _ in range(_ATTEMPTS):
+                entry = build(self.state)
+                if entry is None:
+                    return None
+                entry["time"] = time.time()
+                position = self.state.position + 1
+                data = json.dumps(entry, separators=(",", ":"), default=str).encode()
+                if self.store.put_if_absent(entry_key(position), data):
+                    self.state.apply(position, json.loads(data))  # as other processes will read it
+                    self._read_at = time.monotonic()
+                    if position % CHECKPOINT_INTERVAL == 0:
+                        self._checkpoint()
+                    return position
+                self._read_forward()
+            raise OperationalError(f"{what}: other processes kept appending to the warehouse log first")
+
+    def _checkpoint(self) -> None:
+        """Delete packs no manifest needs; write the state whole, point new readers at it, and
+        prune what the retention allows."""
+        state = self.state
+        delete_many(self.store, state.drop_unlisted_packs() + state.due)
+        state.due = []
+        self.store.write_bytes(checkpoint_key(state.position), json.dumps(state.to_json()).encode())
+        try:
+            pointed = json.loads(self.store.read_bytes(POINTER))["position"]
+        except FileNotFoundError:
+            pointed = 0
+        if pointed < state.position:  # the pointer only moves forward
+            self.store.write_bytes(POINTER, json.dumps({"position": state.position}).encode())
+        old = [m for m in state.marks if m[0] < state.position and m[1] < time.time() - self.retention_seconds]
+        if not old:
+            return
+        below = max(m[0] for m in old)
+        keys = [entry_key(n) for n in range(state.pruned_below, below)]
+        keys += [checkpoint_key(m[0]) for m in state.marks if m[0] < below]
+        delete_many(self.store, keys)
+        state.marks = [m for m in state.marks if m[0] >= below]
+        state.pruned_below = below
+
+
+def delete_many(store: ObjectStore, keys: list[str]) -> None:
+    """Delete objects, in as few requests as the store allows."""
+    many = getattr(store, "delete_many", None)
+    if many is not None:
+        many(keys)
+        return
+    for key in keys:
+        store.delete(key)
+
+
+def conflict(what: str, detail: str) -> CommitConflict:
+    return CommitConflict(f"{what}: {detail}; this attempt was discarded (nothing partial is visible), retry it")
+
+
+_logs: weakref.WeakSet = weakref.WeakSet()
+
+
+def log_of(store: ObjectStore) -> WarehouseLog:
+    """The log of `store`'s warehouse, as this process reads it (one per store object)."""
+    log = store.__dict__.get("_log")
+    if log is None:
+        log = store.__dict__.setdefault("_log", WarehouseLog(store))
+        store.locate_packed = log.locate
+    return log
+
+
+def forget_parent_locks() -> None:
+    """In a forked child: a log's lock may have been held by a parent's thread at the fork."""
+    from ..after_fork import reinit
+
+    for log in list(_logs):
+        reinit(log.lock)

@@ -1,0 +1,86 @@
+"""Packed files: the small files of one commit, uploaded as one object.
+
+A FLUSH that advances many objects by a few rows writes many small files (a state file per
+operator, a change file per object). On S3 each would be a PUT of its own; instead they are
+written to this process's cache, named as usual, and uploaded together as one object,
+`packs/<id>.pack`, just before the commit's log entry, which records where each file lies in it
+(its key -> the pack, offset and length). Readers in other processes find a file they lack
+through the log: the whole pack is fetched once and every file in it lands in their cache. Spark
+tasks read a packed file's byte range. Files too large to be worth packing are uploaded alone.
+
+A pack is deleted once no manifest lists any of its files, not even as garbage still readable by
+others (worked out when the log writes a checkpoint). Later merges of state files move the rows
+of packed files into files of their own, as they merge any small files.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+
+from .local_files import move_into_place
+
+PACKS = "packs"
+PART_BYTES = 4 << 20  # a file larger than this is uploaded alone
+PACK_BYTES = 64 << 20  # files beyond this many bytes in one pack are uploaded alone
+
+
+class Pack:
+    """The files of one commit, kept in the cache until `upload` puts them in one object."""
+
+    def __init__(self, store):
+        self.store = store
+        self.key = f"{PACKS}/{time.time_ns():020d}-{uuid.uuid4().hex[:12]}.pack"
+        self.parts: dict[str, int] = {}  # file key -> size, in the order they were added
+        self.size = 0
+        self._lock = threading.Lock()
+
+    def take(self, path: str, key: str) -> bool:
+        """Take the finished local file `path` as `key` (moved into the cache); False when it is
+        too large for the pack (the caller uploads it alone)."""
+        size = os.path.getsize(path)
+        with self._lock:
+            if size > PART_BYTES or self.size + size > PACK_BYTES:
+                return False
+            self.parts[key] = size
+            self.size += size
+        move_into_place(path, self.store.cache_path(key))
+        return True
+
+    def upload(self) -> dict:
+        """Put the pack (one request); returns what the log entry records of it."""
+        with self._lock:
+            parts = dict(self.parts)
+        if not parts:
+            return {}
+        layout, chunks, offset = {}, [], 0
+        for key, size in parts.items():
+            with open(self.store.cache_path(key), "rb") as f:
+                data = f.read()
+            chunks.append(data)
+            layout[key] = [offset, len(data)]
+            offset += len(data)
+        self.store.write_bytes(self.key, b"".join(chunks))
+        return {self.key: layout}
+
+    def discard(self) -> None:
+        """The commit did not happen: the pack (if it was put) is garbage."""
+        try:
+            self.store.delete(self.key)
+        except Exception:  # noqa: BLE001 - a pack left behind is unreferenced, like a crashed step's files
+            pass
+
+
+def unpack(store, pack_key: str, layout: dict[str, list[int]]) -> None:
+    """Fetch a pack once and put every file in it into the store's cache."""
+    data = store.read_bytes(pack_key)
+    for key, (offset, length) in layout.items():
+        path = store.cache_path(key)
+        if os.path.exists(path):
+            continue
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(data[offset:offset + length])
+        os.replace(tmp, path)

@@ -1,0 +1,241 @@
+"""The warehouse log (storage/log.py): one entry per commit, checkpoints, packs, pruning, and
+processes killed at each point of a commit.
+
+The kill tests run a real writer process on moto's S3 server that INSERTs and FLUSHes in a loop,
+logging each INSERT once execute() returned (fsynced), and kills itself (SIGKILL) at one point of
+the commit protocol. The next process must see every object at a committed epoch, every
+acknowledged row exactly once, and views equal to DuckDB's answer over the tables.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import uuid
+
+import pytest
+from oracle import Oracle, assert_same
+from s3_server import MotoS3
+
+import dagster_rw
+from dagster_rw.storage import log as log_mod
+from dagster_rw.storage import manifest as manifests
+from dagster_rw.storage.object_store import LocalStore, S3Store
+
+BUCKET = "rw-commit-log"
+VIEWS = {
+    "by_k": "SELECT k, count(*) AS n, sum(v) AS s, max(v) AS mx FROM t GROUP BY k",
+    "joined": "SELECT d.name, count(*) AS n, sum(t.v) AS s FROM t JOIN d ON t.k = d.k GROUP BY d.name",
+    "top": "SELECT id, v FROM t ORDER BY v DESC, id LIMIT 3",
+}
+
+
+@pytest.fixture(scope="module")
+def s3():
+    with MotoS3() as server:
+        server.create_bucket(BUCKET)
+        yield server
+
+
+def _schema(conn) -> None:
+    conn.execute("CREATE TABLE t (id INT PRIMARY KEY, k INT, v INT)")
+    conn.execute("CREATE TABLE d (k INT PRIMARY KEY, name VARCHAR)")
+    conn.execute("INSERT INTO d VALUES (0, 'zero'), (1, 'one'), (2, 'two')")
+    for name, sql in VIEWS.items():
+        conn.execute(f"CREATE MATERIALIZED VIEW {name} AS {sql}")
+    conn.execute("FLUSH")
+
+
+def _check(conn, acked: list[tuple]) -> None:
+    """The table holds exactly the acknowledged rows; every view equals DuckDB's answer."""
+    rows = sorted(conn.execute("SELECT * FROM t").fetchall())
+    assert rows == sorted(acked)
+    oracle = Oracle()
+    oracle.execute("CREATE TABLE t (id INT PRIMARY KEY, k INT, v INT)")
+    oracle.execute("CREATE TABLE d (k INT PRIMARY KEY, name VARCHAR)")
+    oracle.execute("INSERT INTO d VALUES (0, 'zero'), (1, 'one'), (2, 'two')")
+    if rows:
+        oracle.db.executemany("INSERT INTO t VALUES (?, ?, ?)", [list(r) for r in rows])
+    for name, sql in VIEWS.items():
+        oracle.execute(f"CREATE VIEW {name} AS {sql}")
+        assert_same(conn.execute(f"SELECT * FROM {name}").fetchall(), oracle.rows(f"SELECT * FROM {name}"), name)
+
+
+# -- a writer killed at each point of a commit ---------------------------------------------------
+
+KILLED_WRITER = textwrap.dedent('''
+    import os, signal, sys
+    import dagster_rw
+    from dagster_rw.storage import log as log_mod
+    from dagster_rw.storage import pack as pack_mod
+    from dagster_rw.storage.state_table import StateTable
+
+    url, point, acks = sys.argv[1:4]
+    calls = {"n": 0}
+
+    def kill_after(real, nth):
+        def wrapper(*args, **kwargs):
+            out = real(*args, **kwargs)
+            calls["n"] += 1
+            if calls["n"] >= nth:
+                os.kill(os.getpid(), signal.SIGKILL)
+            return out
+        return wrapper
+
+    def kill_before(real):
+        def wrapper(*args, **kwargs):
+            os.kill(os.getpid(), signal.SIGKILL)
+        return wrapper
+
+    if point == "pack":  # the pack is in the bucket, the log entry that would list it is not
+        pack_mod.Pack.upload = kill_after(pack_mod.Pack.upload, 3)
+    elif point == "checkpoint":  # the entry at a checkpoint position is in, the checkpoint is not
+        log_mod.WarehouseLog._checkpoint = kill_before(log_mod.WarehouseLog._checkpoint)
+    elif point == "merge":  # a merge of (packed) state files has written its file, not committed it
+        StateTable.merge_files = kill_after(StateTable.merge_files, 1)
+    conn = dagster_rw.connect(url, engine="duckdb", compact_max_files=2, background_compaction=False)
+    with open(acks, "a") as log:
+        for i in range(1000):
+            conn.execute(f"INSERT INTO t VALUES ({i}, {i % 3}, {i * 7 % 11})")
+            log.write(json.dumps([i, i % 3, i * 7 % 11]) + "\\n")
+            log.flush()
+            os.fsync(log.fileno())
+            if i % 5 == 3:
+                conn.execute(f"DELETE FROM t WHERE id = {i - 2}")
+                log.write(json.dumps(["deleted", i - 2]) + "\\n")
+                log.flush()
+                os.fsync(log.fileno())
+            conn.execute("FLUSH")
+    raise SystemExit("the writer was never killed")
+''').replace("import os, signal, sys", "import json, os, signal, sys")
+
+
+def _acked(path) -> list[tuple]:
+    rows: dict[int, tuple] = {}
+    for line in open(path).read().splitlines():
+        item = json.loads(line)
+        if item[0] == "deleted":
+            rows.pop(item[1], None)
+        else:
+            rows[item[0]] = tuple(item)
+    return list(rows.values())
+
+
+@pytest.mark.parametrize("point", ["pack", "checkpoint", "merge"])
+def test_a_writer_killed_inside_a_commit_loses_and_doubles_nothing(s3, tmp_path, point):
+    url = s3.url(BUCKET, f"kill-{point}-{uuid.uuid4().hex[:6]}")
+    _schema(dagster_rw.connect(url, engine="duckdb"))
+    script, acks = tmp_path / "writer.py", tmp_path / "acks.jsonl"
+    script.write_text(KILLED_WRITER)
+    child_tmp = tmp_path / "child-tmp"  # the writer's own cache: the reader below has none of it
+    child_tmp.mkdir()
+    proc = subprocess.run([sys.executable, str(script), url, point, str(acks)], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, **s3.env, "TMPDIR": str(child_tmp)})
+    assert proc.returncode == -9, f"the writer was not killed where expected:\n{proc.stderr[-3000:]}"
+    acked = _acked(acks)
+    assert len(acked) >= 3
+    conn = dagster_rw.connect(url, engine="duckdb")
+    epochs = {s["name"]: s["epoch"] for s in conn.status()}
+    for name in VIEWS:  # every object reads at its committed epoch
+        conn.execute(f"SELECT * FROM {name}").fetchall()
+    conn.execute("FLUSH")  # the killed FLUSH is redone by the next one
+    assert len({s["epoch"] for s in conn.status()}) == 1 and min(epochs.values()) >= 1
+    _check(conn, acked)
+    conn.execute("INSERT INTO t VALUES (5000, 1, 1)")  # and it goes on
+    conn.execute("FLUSH")
+    _check(conn, acked + [(5000, 1, 1)])
+
+
+# -- checkpoints, pruning, stale readers ---------------------------------------------------------
+
+def test_a_new_process_starts_from_the_newest_checkpoint_and_reads_only_later_entries(tmp_path):
+    root = str(tmp_path / "wh")
+    conn = dagster_rw.connect(root, engine="duckdb")
+    _schema(conn)
+    for i in range(30):
+        conn.execute(f"INSERT INTO t VALUES ({i}, {i % 3}, {i})")
+        conn.execute("FLUSH")
+    position = log_mod.log_of(conn.wh.store).current().position
+    assert position > 2 * log_mod.CHECKPOINT_INTERVAL
+    pointer = json.loads(LocalStore(root).read_bytes(log_mod.POINTER))["position"]
+    assert pointer == position - position % log_mod.CHECKPOINT_INTERVAL
+    fresh = LocalStore(root)
+    log = log_mod.log_of(fresh)
+    log.refresh()
+    assert log.entries_read == position - pointer  # the checkpoint, then the entries after it
+    assert log.current().to_json() | {"marks": None} == \
+        log_mod.log_of(conn.wh.store).current().to_json() | {"marks": None}
+    _check(dagster_rw.connect(root, engine="duckdb"), [(i, i % 3, i) for i in range(30)])
+
+
+def test_old_entries_are_pruned_after_the_retention_and_a_stale_process_reloads(tmp_path, monkeypatch):
+    root = str(tmp_path / "wh")
+    monkeypatch.setattr(log_mod.WarehouseLog, "retention_seconds", 0.4)
+    stale = dagster_rw.connect(root, engine="duckdb")
+    _schema(stale)
+    writer = dagster_rw.connect(root, engine="duckdb")
+    for i in range(60):
+        writer.execute(f"INSERT INTO t VALUES ({i}, {i % 3}, {i})")
+        writer.execute("FLUSH")
+        if i == 30:
+            time.sleep(0.5)  # the entries so far are older than the retention from here on
+    store = LocalStore(root)
+    entries = [k for k in store.list("log/") if k.endswith(".json") and "checkpoint" not in k
+               and not k.endswith(log_mod.POINTER.rsplit("/", 1)[-1])]
+    first = min(int(k.rsplit("/", 1)[-1][:-5]) for k in entries)
+    assert first > 1, "nothing was pruned"
+    assert log_mod.log_of(stale.wh.store).current().position < first  # its next entry is gone
+    time.sleep(0.2)  # stale for more than a quarter of the retention: it starts from a checkpoint
+    _check(stale, [(i, i % 3, i) for i in range(60)])
+    stale.execute("INSERT INTO t VALUES (100, 1, 1)")
+    stale.execute("FLUSH")
+    _check(writer, [(i, i % 3, i) for i in range(60)] + [(100, 1, 1)])
+
+
+def test_packs_are_deleted_once_no_manifest_lists_their_files(s3, tmp_path):
+    url = s3.url(BUCKET, f"packs-{uuid.uuid4().hex[:6]}")
+    conn = dagster_rw.connect(url, engine="duckdb", gc_grace_seconds=0, compact_max_files=2)
+    _schema(conn)
+    for i in range(3 * log_mod.CHECKPOINT_INTERVAL // 2):
+        conn.execute(f"INSERT INTO t VALUES ({i}, {i % 3}, {i})")
+        conn.execute("FLUSH")
+    conn.close()
+    store = conn.wh.store
+    state = log_mod.log_of(store).current()
+    listed = state.listed_files()
+    in_bucket = set(store.list("packs/"))
+    live = {p for p, layout in state.packs.items() if any(k in listed for k in layout)}
+    assert live and live <= in_bucket
+    # the packs still in the bucket are those listed since the last checkpoint, or live
+    assert len(in_bucket - live) < log_mod.CHECKPOINT_INTERVAL
+    assert len(in_bucket) < 3 * log_mod.CHECKPOINT_INTERVAL // 2 // 2
+    # a process with an empty cache reads the packed files through the log
+    child = dagster_rw.connect(url, engine="duckdb")
+    child.wh.store.cache_dir = tempfile.mkdtemp(dir=tmp_path)
+    _check(child, [(i, i % 3, i) for i in range(3 * log_mod.CHECKPOINT_INTERVAL // 2)])
+
+
+def test_a_reader_holding_an_old_snapshot_reads_packed_files_while_they_are_merged_away(s3, tmp_path):
+    """A reader that loaded a view's manifest keeps reading its (packed) files while another
+    process merges them away and checkpoints, within the grace period."""
+    url = s3.url(BUCKET, f"old-{uuid.uuid4().hex[:6]}")
+    writer = dagster_rw.connect(url, engine="duckdb", compact_max_files=2, gc_grace_seconds=3600)
+    _schema(writer)
+    for i in range(5):
+        writer.execute(f"INSERT INTO t VALUES ({i}, {i % 3}, {i})")
+        writer.execute("FLUSH")
+    reader = S3Store(url, cache_dir=str(tmp_path / "reader-cache"))
+    old = manifests.load(reader, "by_k", refresh=True)
+    for i in range(5, 5 + 2 * log_mod.CHECKPOINT_INTERVAL // 3):
+        writer.execute(f"INSERT INTO t VALUES ({i}, {i % 3}, {i})")
+        writer.execute("FLUSH")
+    now = manifests.load(writer.wh.store, "by_k")
+    old_keys = {f.key for fs in old.state.values() for f in fs}
+    assert not old_keys & {f.key for fs in now.state.values() for f in fs}  # all merged away
+    log_mod.log_of(reader).refresh()  # the reader knows where the packed files are
+    for key in old_keys:
+        assert os.path.getsize(reader.local_path(key)) > 0
