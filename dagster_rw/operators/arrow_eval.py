@@ -110,13 +110,13 @@ def _value(table: pa.Table, e: exp.Expression):
         if isinstance(v, _Literal):
             raise Unsupported
         return pc.is_null(v)
-    op = _ARITH.get(type(e)) or _COMPARE.get(type(e))
-    if op is None:
+    op = getattr(pc, _ARITH.get(type(e)) or _COMPARE.get(type(e)) or "", None)
+    if op is None:  # (or a kernel this pyarrow lacks: remainder_checked came in pyarrow 22)
         raise Unsupported
     a, b = _operands(_value(table, e.this), _value(table, e.expression), arithmetic=type(e) in _ARITH)
     if type(e) is exp.Mod and pc.any(pc.equal(b, 0)).as_py():
         raise Unsupported  # x % 0: the engine's own answer
-    return getattr(pc, op)(a, b)
+    return op(a, b)
 
 
 def _operands(a, b, arithmetic: bool):

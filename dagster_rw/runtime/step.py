@@ -96,10 +96,7 @@ class StepContext:
                 ready.set_exception(e)
                 raise
             ready.set_result(prepared)
-            if prepared is None:
-                return None
-            prepared.pack = self.wh.pack
-            return prepared.finish()
+            return _finish(self.wh, prepared) if prepared is not None else None
 
         self.written[name] = written = _writers().submit(write)
         written.add_done_callback(lambda done: _index_ahead(table, done))
@@ -424,10 +421,7 @@ def _commit_output(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, delta,
         if changed:
             prepared[None] = _prepare_changelog(wh, engine, obj, delta, start, target, order)
         pool = _writers()
-        for p in prepared.values():
-            if p is not None:
-                p.pack = wh.pack  # (the FLUSH's pack, when the store packs small files)
-        futures = {k: pool.submit(p.finish) for k, p in prepared.items() if p is not None}
+        futures = {k: pool.submit(_finish, wh, p) for k, p in prepared.items() if p is not None}
         for name, p in prepared.items():  # the next step's lookups find the new files indexed
             if name is not None and p is not None:
                 _indexer().submit(tables[name].index_ahead, p.provisional())
@@ -495,6 +489,12 @@ def _finish_commit(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, tables
         wh.settle(obj.inputs)  # never commit past an input whose own commit is still in flight or failed
     wh.commit_manifest(nxt, dropped)
     return target
+
+
+def _finish(wh, prepared):
+    """Write a prepared step file: into the FLUSH's pack when the store packs small files."""
+    prepared.pack = wh.pack
+    return prepared.finish()
 
 
 def _as_list(written) -> list[SstFile]:

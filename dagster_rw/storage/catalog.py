@@ -8,8 +8,6 @@ from ..errors import ProgrammingError
 from .log import conflict, log_of
 from .object_store import ObjectStore
 
-PREFIX = "catalog"
-
 TABLE = "table"
 MATERIALIZED_VIEW = "materialized_view"
 SOURCE = "source"  # fed by a connector; keeps no rows of its own, only its change log
