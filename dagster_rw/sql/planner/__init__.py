@@ -11,10 +11,10 @@ import pyarrow as pa
 import sqlglot
 from sqlglot import exp
 
-from .. import types as sqltypes
-from ..engine.duck import DuckEngine, quote
-from ..errors import ProgrammingError, unsupported
-from .plan import (
+from ... import types as sqltypes
+from ...engine.duck import DuckEngine, quote
+from ...errors import ProgrammingError, unsupported
+from ..plan import (
     ORDERED_AGGS,
     VIEW_COLUMNS,
     Agg,
@@ -39,7 +39,7 @@ from .plan import (
     number_nodes,
     prune_columns,
 )
-from .semantics import regexp_match_groups, typed_expression
+from ..semantics import regexp_match_groups, typed_expression
 
 AGG_FUNCS = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max",
              exp.GroupConcat: "string_agg", exp.FirstValue: "first_value", exp.LastValue: "last_value",
@@ -103,7 +103,7 @@ class Planner:
 
     # -- helpers -------------------------------------------------------------------------------
     def where(self, node) -> str:
-        from ..errors import _position
+        from ...errors import _position
 
         return _position(self.sql, node)
 
