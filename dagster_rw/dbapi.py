@@ -390,7 +390,17 @@ class Cursor:
         self.conn.wh.create_table(s.name, s.columns, s.pk, s.sql, s.append_only, s.if_not_exists, options)
 
     def _do_createsource(self, s: st.CreateSource):
-        self.conn.wh.create_source(s)
+        from .storage.secrets import seal_options
+
+        wh = self.conn.wh
+        # (a Kafka source takes no credential option yet: what it accepts keeps no secret)
+        seal_options(s.options, set(s.secret_options), wh.catalog(reload=True).secrets or {}, f"source {s.name!r}")
+        wh.create_source(s)
+
+    def _do_createsecret(self, s):
+        from .runtime.secrets import create_secret
+
+        create_secret(self.conn.wh, s)
 
     def _do_createview(self, s: st.CreateView):
         self.conn.wh.create_view(s.name, s.sql, s.query, s.if_not_exists, s.emit_on_window_close)
@@ -407,6 +417,11 @@ class Cursor:
             return
         if s.kind == "sink":
             self.conn.wh.drop_sink(s.name, s.if_exists)
+            return
+        if s.kind == "secret":
+            from .runtime.secrets import drop_secret
+
+            drop_secret(self.conn.wh, s.name, s.if_exists)
             return
         kind = {"table": TABLE, "source": SOURCE}.get(s.kind, MATERIALIZED_VIEW)
         self.conn.wh.drop(s.name, kind, s.if_exists)
@@ -431,13 +446,18 @@ class Cursor:
                 raise ProgrammingError(f'"{name}" is not a sink')
             self._columns(["Name", "Create Sql"], [(name, obj.sql)])
             return
+        if s.what == "SECRETS":  # names only: a value is never shown
+            from .runtime.secrets import secret_names
+
+            self._columns(["Name"], [(n,) for n in secret_names(wh)])
+            return
         if s.what == "FUNCTIONS":
             self._columns(["Name", "Arguments", "Return Type", "Language"],
                           [f.shown() for _, f in sorted(wh.functions().items())])
             return
         if s.what not in kinds:
             raise ProgrammingError(f"SHOW {s.what} is not supported (SHOW TABLES, SHOW MATERIALIZED VIEWS, "
-                                   "SHOW SOURCES, SHOW SINKS, SHOW FUNCTIONS)")
+                                   "SHOW SOURCES, SHOW SINKS, SHOW FUNCTIONS, SHOW SECRETS)")
         names = sorted(o.name for o in wh.catalog().objects.values()
                        if o.kind == kinds[s.what] and "internal_of" not in (o.options or {}))
         self._columns(["Name"], [(n,) for n in names])

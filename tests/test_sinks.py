@@ -24,6 +24,14 @@ def pg():
 
 
 @pytest.fixture
+def secret_key(monkeypatch):
+    """A key for the literal passwords of sinks (stored encrypted with it)."""
+    from cryptography.fernet import Fernet
+
+    monkeypatch.setenv("DAGSTER_RW_SECRET_KEY", Fernet.generate_key().decode())
+
+
+@pytest.fixture
 def out(tmp_path):
     """A folder for file sinks (the warehouse fixture uses tmp_path/wh)."""
     path = tmp_path / "out"
@@ -158,7 +166,7 @@ def test_sink_starts_from_the_snapshot_unless_told_not_to(conn, out):
 
 # -- delivery is decoupled: FLUSH never fails for a sink; refresh raises after its retries ---------------
 
-def test_unreachable_target_fails_neither_flush_nor_views_and_refresh_names_sink_and_target(conn, pg):
+def test_unreachable_target_fails_neither_flush_nor_views_and_refresh_names_sink_and_target(conn, pg, secret_key):
     shop(conn)
     conn.execute(f"CREATE SINK s FROM order_items WITH ({pg.options('oi', type='upsert', primary_key='id', port='1')}, "
                  f"password = 'Zq9-secret', {FAST_RETRY})")
@@ -177,7 +185,7 @@ def test_unreachable_target_fails_neither_flush_nor_views_and_refresh_names_sink
     assert "Zq9-secret" not in everything and "***" in everything
 
 
-def test_password_never_shown_in_errors_status_or_show(conn, pg):
+def test_password_never_shown_in_errors_status_or_show(conn, pg, secret_key):
     role = f"{pg.name}_pw"
     pg.execute(f'CREATE ROLE "{role}" LOGIN PASSWORD \'right-Pw7\'')  # no rights on the schema
     try:

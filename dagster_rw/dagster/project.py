@@ -91,6 +91,21 @@ def _object_name(statement: st.Statement) -> str | None:
     return getattr(statement, "name", None) or None
 
 
+def _name_secrets(conn, declared) -> None:
+    """Enter in the scratch warehouse the secrets the project's statements refer to (`option = secret
+    name`), by name only: planning delivers nothing, and the deployed warehouse holds their values."""
+    from ..storage import catalog as catalogs
+
+    names = {v for d in declared for k, v in (getattr(d.statement, "options", None) or {}).items()
+             if k in (getattr(d.statement, "secret_options", None) or ())}
+    if names:
+        current = conn.wh.catalog(reload=True)
+        catalogs.commit(conn.wh.store, catalogs.Catalog(
+            version=current.version, objects=current.objects, functions=current.functions,
+            secrets={n: {"name": n, "backend": "meta", "value": ""} for n in names}), "the project's secrets")
+        conn.wh.sync()
+
+
 class RwProject:
     """The SQL files under `project_dir`, read once and planned into `RwObject`s in topological order."""
 
@@ -120,6 +135,10 @@ class RwProject:
                     statement = st.parse(text)
                 except ProgrammingError as e:
                     raise ProgrammingError(f"{rel}: {e}") from None
+                if type(statement).__name__ == "CreateSecret":  # the file would hold the value in clear
+                    raise ProgrammingError(
+                        f"{rel}: a SQL project does not declare secrets (CREATE SECRET {statement.name}): create "
+                        "it once on the warehouse (dagster-rw sql) and write `option = secret name`")
                 if not type(statement).__name__.startswith("Create"):
                     raise ProgrammingError(
                         f"{rel}: a SQL project declares objects only (CREATE ...); found: {text[:60]!r}")
@@ -217,6 +236,7 @@ class RwProject:
                         conn.execute(written)
                     except ProgrammingError as e:
                         raise ProgrammingError(f"{rel}: {e}") from None
+                _name_secrets(conn, self.ordered_statements())
                 for rel, statement, written in self.ordered_statements():
                     name = _object_name(statement)
                     try:

@@ -12,6 +12,7 @@ from ..sql.planner import Planner
 from ..storage import manifest as manifests
 from ..storage.catalog import MATERIALIZED_VIEW, SINK, TABLE, CatalogObject, Column, key_name
 from ..storage.manifest import Manifest
+from ..storage.secrets import seal_options
 from ..storage.state_table import write_sst
 from . import delivery
 from .spec import APPEND_ONLY, build_spec, check_against_input
@@ -30,7 +31,10 @@ def create_sink(wh, s) -> bool:
         if s.if_not_exists:
             return False
         raise ProgrammingError(f'relation "{s.name}" already exists')
-    spec = build_spec(s.name, s.options, s.format, s.encode, s.into)
+    # a secret's clear value never reaches the catalog: `key = secret name` is kept as a reference,
+    # a literal password encrypted (refused without a key)
+    options = seal_options(s.options, set(s.secret_options), cat.secrets or {}, f"sink {s.name!r}")
+    spec = build_spec(s.name, options, s.format, s.encode, s.into)
     into_obj = None
     if s.into is not None:
         into_obj = cat.get(s.into)

@@ -109,6 +109,7 @@ def _target(wh, spec: SinkSpec, obj) -> Target:
     cached = wh.sink_targets.get(obj.name)
     if cached is not None and cached[0] == obj.created_epoch:
         return cached[1]
+    spec.unseal(wh.catalog().secrets or {})  # secrets are read where they are used, at delivery
     target = open_target(wh, spec, obj)
     wh.sink_targets[obj.name] = (obj.created_epoch, target)
     return target

@@ -6,7 +6,9 @@ import os
 from dataclasses import dataclass, field
 
 from ..errors import ProgrammingError
-from ..sql.sink_statements import REDACTED, is_secret
+from ..storage import secrets as sealed
+from ..storage.secrets import REDACTED
+from ..storage.secrets import is_secret_option as is_secret
 from .retry import RetryPolicy
 from .target import TargetError
 
@@ -44,15 +46,32 @@ class SinkSpec:
     max_batch_rows: int = 1_000_000
     retry: RetryPolicy | None = None  # None: the connection's policy
     options: dict[str, str] = field(default_factory=dict, repr=False)
+    # options whose stored value (secret:name, encrypted:token) unseal() replaced by the clear one:
+    # option -> the stored value
+    clear: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def upsert(self) -> bool:
         return self.type == UPSERT
 
+    def unseal(self, catalog_secrets: dict) -> None:
+        """Put the clear value of every option the catalog keeps sealed (`secret name`, an encrypted
+        literal) in place, for the connector about to deliver; TargetError when one cannot be read."""
+        for key, value in list(self.options.items()):
+            if key not in self.clear and isinstance(value, str) and value.startswith(sealed.PREFIXES):
+                try:
+                    clear = sealed.unseal(value, key, catalog_secrets)
+                except Exception as e:  # noqa: BLE001 - the cause names the secret and the key variable
+                    raise TargetError(str(e)) from None
+                self.clear[key] = value
+                self.options[key] = clear
+
     def secret(self, key: str) -> str | None:
         """A secret option's value; `env:NAME` reads the environment variable NAME of the delivering
         process, so that the secret is in neither the SQL nor the catalog."""
         value = self.options.get(key)
+        if key in self.clear:
+            return value
         if value and value.startswith(ENV_PREFIX):
             variable = value[len(ENV_PREFIX):]
             if variable not in os.environ:
@@ -61,9 +80,10 @@ class SinkSpec:
         return value
 
     def secrets(self) -> list[str]:
-        values = [v for k, v in self.options.items() if is_secret(k) and v]
-        values += [os.environ[v[len(ENV_PREFIX):]] for v in values
-                   if v.startswith(ENV_PREFIX) and os.environ.get(v[len(ENV_PREFIX):])]
+        values = [v for k, v in self.options.items() if (is_secret(k) or k in self.clear) and v]
+        values += [os.environ[v[len(ENV_PREFIX):]] for k, v in self.options.items()
+                   if is_secret(k) and k not in self.clear and v and v.startswith(ENV_PREFIX)
+                   and os.environ.get(v[len(ENV_PREFIX):])]
         return sorted(values, key=len, reverse=True)  # the longest first, in case one contains another
 
     def redact(self, text: str) -> str:
@@ -74,7 +94,7 @@ class SinkSpec:
 
     def to_options(self) -> dict:
         """What the catalog stores (options, FORMAT/ENCODE and INTO), enough to rebuild the spec."""
-        out = dict(self.options)
+        out = {k: self.clear.get(k, v) for k, v in self.options.items()}
         if self.format:
             out["format"] = self.format
         if self.format and self.encode:

@@ -3,7 +3,8 @@
     CREATE SINK [IF NOT EXISTS] name [INTO table] { FROM object | AS query }
         WITH (key = value, ...) [FORMAT PLAIN | UPSERT ENCODE JSON [(key = value, ...)]]
 
-Secrets (a password) are kept in the options but cut out of the statement text that is stored and shown.
+Secrets (a password) are kept in the options but cut out of the statement text that is stored and shown;
+an option written `key = secret name` refers to a secret CREATE SECRET stored (its name is kept).
 """
 from __future__ import annotations
 
@@ -13,14 +14,9 @@ from sqlglot import exp
 from sqlglot.tokens import Token, TokenType
 
 from ..errors import ProgrammingError
+from ..storage.secrets import REDACTED, is_secret_option as is_secret
 from .dialect import _DIALECT, Statement, _parse
-
-SECRET_WORDS = ("password", "secret", "token", "credential")
-REDACTED = "***"
-
-
-def is_secret(option: str) -> bool:
-    return any(w in option.lower() for w in SECRET_WORDS)
+from .secret_statements import secret_reference
 
 
 @dataclass
@@ -34,6 +30,7 @@ class CreateSink(Statement):
     format: str | None = None  # PLAIN | UPSERT
     encode: str | None = None  # JSON
     if_not_exists: bool = False
+    secret_options: set[str] = field(default_factory=set)  # options written `key = secret name`
 
 
 def _name(tok: Token) -> str:
@@ -52,8 +49,10 @@ def _closing(tokens: list[Token], open_at: int) -> int:
     raise ProgrammingError("syntax error in CREATE SINK: unbalanced parentheses")
 
 
-def _options(sql: str, tokens: list[Token], start: int, end: int, sink: str) -> tuple[dict, list[Token]]:
-    """`key = value` pairs between tokens start and end (exclusive); also the value tokens of secrets."""
+def _options(sql: str, tokens: list[Token], start: int, end: int, sink: str,
+             references: set | None = None) -> tuple[dict, list[Token]]:
+    """`key = value` pairs between tokens start and end (exclusive); also the value tokens of secrets.
+    An option `key = secret name` has the secret's name as its value, and its key goes in `references`."""
     options, secrets = {}, []
     parts, current, depth = [], [], 0
     for t in tokens[start:end]:
@@ -70,6 +69,14 @@ def _options(sql: str, tokens: list[Token], start: int, end: int, sink: str) -> 
         parts.append(current)
     for part in parts:
         eq = next((i for i, t in enumerate(part) if t.token_type == TokenType.EQ), None)
+        reference = secret_reference(part[eq:]) if eq is not None and references is not None else None
+        if reference is not None:
+            key = "".join(t.text if t.token_type == TokenType.DOT else _name(t) for t in part[:eq])
+            if key in options:
+                raise ProgrammingError(f"CREATE SINK {sink}: option {key!r} is given twice")
+            options[key] = reference
+            references.add(key)
+            continue
         if eq is None or eq == 0 or eq != len(part) - 2:
             text = sql[part[0].start:part[-1].end + 1] if part else ""
             raise ProgrammingError(f"CREATE SINK {sink}: expected `key = 'value'` in WITH, got {text!r}")
@@ -99,7 +106,8 @@ def parse_create_sink(sql: str) -> CreateSink:
         message = str(e)
         tokens = _DIALECT.tokenize(sql)
         for i, t in enumerate(tokens[:-2]):
-            if is_secret(t.text) and tokens[i + 1].token_type == TokenType.EQ and tokens[i + 2].text:
+            if is_secret(t.text) and tokens[i + 1].token_type == TokenType.EQ and tokens[i + 2].text \
+                    and secret_reference(tokens[i + 1:i + 4]) is None:
                 message = message.replace(tokens[i + 2].text, REDACTED)
         raise ProgrammingError(message) from None
 
@@ -131,12 +139,13 @@ def _parse_create_sink(sql: str) -> CreateSink:
             with_at = j
     if with_at is None and into is None:
         raise ProgrammingError(f"CREATE SINK {name}: a WITH (connector = ...) clause is needed")
+    references: set[str] = set()
     if with_at is None:  # INTO a table needs no options
         with_at = close = len(tokens)
         options, secrets = {}, []
     else:
         close = _closing(tokens, with_at + 1)
-        options, secrets = _options(sql, tokens, with_at + 2, close, name)
+        options, secrets = _options(sql, tokens, with_at + 2, close, name, references)
     fmt = enc = None
     rest = words[close + 1:]
     if rest:
@@ -149,7 +158,9 @@ def _parse_create_sink(sql: str) -> CreateSink:
             if tokens[open_at].token_type != TokenType.L_PAREN:
                 raise ProgrammingError(f"CREATE SINK {name}: unexpected {words[open_at]!r} after ENCODE {enc}")
             end = _closing(tokens, open_at)
-            more, more_secrets = _options(sql, tokens, open_at + 1, end, name)
+            more_refs: set[str] = set()
+            more, more_secrets = _options(sql, tokens, open_at + 1, end, name, more_refs)
+            references |= {f"format.{k}" for k in more_refs}
             options.update({f"format.{k}": v for k, v in more.items()})
             secrets += more_secrets
     source = query = None
@@ -168,4 +179,5 @@ def _parse_create_sink(sql: str) -> CreateSink:
         raise ProgrammingError(f"CREATE SINK {name}: expected FROM <relation> or AS <query>")
     # the statement keeps only the redacted text: it is what the catalog stores and SHOW displays
     return CreateSink(_redact(sql, secrets), name=name, from_name=source, query=query, query_sql=query_sql, into=into,
-                      options=options, format=fmt, encode=enc, if_not_exists=if_not_exists)
+                      options=options, format=fmt, encode=enc, if_not_exists=if_not_exists,
+                      secret_options=references)

@@ -46,6 +46,7 @@ class CreateSource(Statement):
     watermark: tuple[str, exp.Expression] | None = None  # (column, expression) of WATERMARK FOR
     is_table: bool = False
     if_not_exists: bool = False
+    secret_options: dict[str, str] = field(default_factory=dict)  # `key = secret name`: key -> name
 
 
 @dataclass
@@ -163,6 +164,8 @@ def _tokens(sql: str, check_names: bool = True) -> list:
     try:
         tokens = _DIALECT.tokenize(sql)
     except TokenError as e:
+        if sql.lstrip()[:13].upper().split() == ["CREATE", "SECRET"]:  # the message would quote the value
+            raise ProgrammingError("syntax error in CREATE SECRET (an unterminated string?)") from None
         raise ProgrammingError(f"syntax error: {e}") from None
     if check_names:
         for t in tokens:
@@ -261,11 +264,14 @@ def _parse_drop(sql: str, words: list[str]) -> Drop:
         kind, at = "materialized_view", 3
     elif words[1] == "FUNCTION":
         kind, at = "function", 2
-    elif words[1] == "SINK":
+    elif words[1] in ("SINK", "SECRET"):
         if_exists = words[2:4] == ["IF", "EXISTS"]
-        name_tok = _DIALECT.tokenize(sql)[4 if if_exists else 2]
+        toks = _DIALECT.tokenize(sql)
+        if len(toks) != (5 if if_exists else 3):
+            raise ProgrammingError(f"syntax error in DROP {words[1]}: expected DROP {words[1]} [IF EXISTS] name")
+        name_tok = toks[-1]
         name = name_tok.text if name_tok.token_type == TokenType.IDENTIFIER else name_tok.text.lower()
-        return Drop(sql, kind="sink", name=name, if_exists=if_exists)
+        return Drop(sql, kind=words[1].lower(), name=name, if_exists=if_exists)
     else:
         raise unsupported(f"DROP {words[1]}", sql)
     if_exists = words[at:at + 2] == ["IF", "EXISTS"]
@@ -302,6 +308,10 @@ def _parse_create(sql: str, words: list[str]) -> Statement:
         from .sink_statements import parse_create_sink
 
         return parse_create_sink(sql)
+    if words[1] == "SECRET" or words[1:5] == ["SECRET", "IF", "NOT", "EXISTS"]:
+        from .secret_statements import parse_create_secret
+
+        return parse_create_secret(sql)
     if words[1] == "FUNCTION" or words[1:4] == ["OR", "REPLACE", "FUNCTION"]:
         from .functions import parse_create_function
 
@@ -402,7 +412,10 @@ def _parse_create_table(sql: str, words: list[str]) -> CreateTable:
 def _parse_create_source(sql: str, is_table: bool) -> CreateSource:
     """CREATE SOURCE / CREATE TABLE ... WITH (connector = ...) FORMAT ... ENCODE ... (...)."""
     what = "CREATE TABLE" if is_table else "CREATE SOURCE"
-    tree = _parse(sql)
+    from .secret_statements import replace_references
+
+    parsed_sql, references = replace_references(sql)
+    tree = _parse(parsed_sql)
     if not isinstance(tree, exp.Create) or tree.expression is not None:
         raise unsupported(f"this form of {what}", sql, tree)
     schema = tree.this
@@ -445,14 +458,14 @@ def _parse_create_source(sql: str, is_table: bool) -> CreateSource:
             encode = prop.this.name.lower()
             inner = prop.args.get("properties")
             for p in inner.expressions if inner is not None else []:
-                encode_options[_property_key(p)] = _property_value(sql, p)
+                encode_options[_property_key(p)] = _property_value(parsed_sql, p)
         elif isinstance(prop, exp.Property):
-            options[_property_key(prop)] = _property_value(sql, prop)
+            options[_property_key(prop)] = _property_value(parsed_sql, prop)
         else:
             raise unsupported(f"{prop.sql(dialect=DIALECT)} in {what}", sql, prop)
     return CreateSource(sql, name=name, columns=columns, options=options, format=fmt, encode=encode,
                         encode_options=encode_options, watermark=watermark, is_table=is_table,
-                        if_not_exists=bool(tree.args.get("exists")))
+                        if_not_exists=bool(tree.args.get("exists")), secret_options=references)
 
 
 def _property_key(prop: exp.Property) -> str:

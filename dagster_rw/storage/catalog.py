@@ -53,6 +53,9 @@ class Catalog:
     version: int = 0
     objects: dict[str, CatalogObject] = field(default_factory=dict)  # in creation order
     functions: dict[str, dict] = field(default_factory=dict)  # SQL functions: name -> definition (JSON)
+    # secrets: name -> {"name", "backend", "value" (encrypted, storage.secrets)}; None in a catalog
+    # handed to commit(): the committed version's secrets, unchanged
+    secrets: dict[str, dict] | None = None
 
     def get(self, name: str) -> CatalogObject | None:
         return self.objects.get(name)
@@ -131,13 +134,16 @@ def load(store: ObjectStore, refresh: bool = True) -> Catalog:
         return Catalog()
     return Catalog(version=doc["version"],
                    objects={o["name"]: CatalogObject.from_json(o) for o in doc["objects"]},
-                   functions={f["name"]: f for f in doc.get("functions", [])})
+                   functions={f["name"]: f for f in doc.get("functions", [])},
+                   secrets={x["name"]: x for x in doc.get("secrets", [])})
 
 
 def commit(store: ObjectStore, catalog: Catalog, what: str, dropped: list[str] = ()) -> Catalog:
     """Publish the catalog after `catalog.version`; CommitConflict if another process published
-    one first. `dropped`: objects whose manifests go with this version."""
-    nxt = Catalog(version=catalog.version + 1, objects=dict(catalog.objects), functions=dict(catalog.functions))
+    one first. `dropped`: objects whose manifests go with this version. `catalog.secrets` None:
+    the secrets of the version it follows."""
+    nxt = Catalog(version=catalog.version + 1, objects=dict(catalog.objects), functions=dict(catalog.functions),
+                  secrets=None if catalog.secrets is None else dict(catalog.secrets))
     doc = {"version": nxt.version, "objects": [o.to_json() for o in nxt.objects.values()],
            "functions": list(nxt.functions.values())}
 
@@ -145,6 +151,11 @@ def commit(store: ObjectStore, catalog: Catalog, what: str, dropped: list[str] =
         current = state.catalog["version"] if state.catalog else 0
         if current != catalog.version:
             raise conflict(what, f"version {nxt.version} was committed by another process at the same time")
+        if catalog.secrets is None:
+            nxt.secrets = {x["name"]: x for x in (state.catalog or {}).get("secrets", [])}
+        doc.pop("secrets", None)
+        if nxt.secrets:
+            doc["secrets"] = list(nxt.secrets.values())
         return {"catalog": doc, **({"drop": list(dropped)} if dropped else {})}
 
     log_of(store).append(build, what)
