@@ -39,15 +39,26 @@ from ..plan import (
     number_nodes,
     prune_columns,
 )
+from .. import rewrites
 from ..semantics import regexp_match_groups, typed_expression
+from ..syntax import (
+    AGG_FUNCS,
+    SUBQUERY_ALIAS,
+    WINDOW_AGGS,
+    WINDOW_FUNCS,
+    and_terms,
+    columns_only,
+    derived,
+    find_aggs,
+    nested_queries,
+    output_name,
+    own_columns,
+    transform_top_down,
+    without_windows,
+)
+from ..syntax import output_name as _output_name  # noqa: F401 - the name dbapi imports from here
 
-AGG_FUNCS = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max",
-             exp.GroupConcat: "string_agg", exp.FirstValue: "first_value", exp.LastValue: "last_value",
-             exp.ArrayAgg: "array_agg"}
-WINDOW_FUNCS = {exp.RowNumber: "row_number", exp.Rank: "rank", exp.DenseRank: "dense_rank"}
-WINDOW_AGGS = {t: n for t, n in AGG_FUNCS.items() if n in ("count", "sum", "avg", "min", "max")}
 _INT_TYPES = ("smallint", "integer", "bigint")
-_SUBQUERY_ALIAS = "_rw_sq"  # FROM items made of EXISTS / IN subqueries (Planner.subquery_predicates)
 
 
 @dataclass
@@ -153,7 +164,7 @@ class Planner:
 
     # -- queries -------------------------------------------------------------------------------
     def plan(self, query: exp.Expression, emit_on_window_close: bool = False) -> Node:
-        node, _names = self.plan_query(distinct_on_as_row_number(aggregate_filters_as_case(query)))
+        node, _names = self.plan_query(query)
         if emit_on_window_close:
             node = self.emit_on_window_close(node, query)
         self.refuse_array_keys(node)
@@ -282,99 +293,26 @@ class Planner:
         return None
 
     def plan_query(self, query: exp.Expression) -> tuple[Node, list[str]]:
+        """Plan a query (the view's, or one nested in it): the rewrite rules first, then its CTEs
+        are noted and it is planned as a UNION or a SELECT."""
         if isinstance(query, exp.Subquery):
             return self.plan_query(query.this)
+        query = rewrites.apply(query, self)
         with_ = query.args.get("with_")
         if with_ is not None:
             if with_.args.get("recursive"):
                 raise self.refuse("WITH RECURSIVE", with_)
             for cte in with_.expressions:
-                body = cte.this
-                names = cte.args["alias"].columns if cte.args.get("alias") else []
-                if names:  # WITH r (a, b) AS (...): read as SELECT * FROM (...) AS r (a, b)
-                    body = exp.select("*").from_(
-                        _derived(body.copy(), cte.alias_or_name, [n.copy() for n in names]))
-                self.ctes[cte.alias_or_name] = body
+                self.ctes[cte.alias_or_name] = cte.this
         if isinstance(query, exp.Union):
             return self.plan_union(query)
-        if isinstance(query, (exp.Except, exp.Intersect)):
-            return self.plan_query(self.set_difference_as_group_by(query))
         if not isinstance(query, exp.Select):
             raise self.refuse(f"{type(query).__name__} as a query", query)
         return self.plan_select(query)
 
-    def set_difference_as_group_by(self, query: exp.Expression) -> exp.Expression:
-        """EXCEPT / INTERSECT (set semantics) as a count per distinct row of how many rows each side
-        holds: `GROUP BY` every column over `UNION ALL` of the two sides, each row tagged with its side,
-        `HAVING` the left count positive and the right count zero (EXCEPT) or positive (INTERSECT)."""
-        what = type(query).__name__.upper()
-        if not query.args.get("distinct"):
-            raise self.refuse(f"{what} ALL", query)
-        if query.args.get("order") or query.args.get("limit") or query.args.get("offset"):
-            raise self.refuse(f"ORDER BY / LIMIT on {what}", query)
-
-        left, right = self.output_names(query.this), self.output_names(query.expression)
-        if len(left) != len(right):
-            raise ProgrammingError(f"each {what} query must have the same number of columns{self.where(query)}")
-        if len(set(left)) != len(left):
-            raise self.refuse(f"{what} of a query naming two outputs alike ({', '.join(left)})", query)
-
-        def tagged(side: exp.Expression, names: list[str], alias: str, lhs: int) -> exp.Select:
-            cols = [exp.column(n, table=alias, quoted=True).as_(left[i], quoted=True) for i, n in enumerate(names)]
-            return exp.select(*cols, exp.Literal.number(lhs).as_("_rw_l"), exp.Literal.number(1 - lhs).as_("_rw_r")) \
-                .from_(_derived(side.copy(), alias))
-
-        both = exp.union(tagged(query.this, left, "_rw_a", 1), tagged(query.expression, right, "_rw_b", 0),
-                         distinct=False)
-        keys = [exp.column(n, quoted=True) for n in left]
-        right_count = exp.Sum(this=exp.column("_rw_r"))
-        keep = exp.and_(exp.GT(this=exp.Sum(this=exp.column("_rw_l")), expression=exp.Literal.number(0)),
-                        exp.EQ(this=right_count, expression=exp.Literal.number(0)) if what == "EXCEPT"
-                        else exp.GT(this=right_count, expression=exp.Literal.number(0)))
-        return exp.select(*keys).from_(_derived(both, "_rw_set")).group_by(*[k.copy() for k in keys]).having(keep)
-
     def output_names(self, query: exp.Expression) -> list[str]:
         """The output column names of a query (planned on the side, to learn them)."""
         return list(self.probe().plan_query(query)[1])
-
-    def corresponding_as_select_lists(self, query: exp.Union) -> exp.Union:
-        """`A UNION [ALL] CORRESPONDING [BY (c, ...)] B` as a union of the two sides' columns picked
-        by name: those named in BY, in that order, or else the left side's columns that the right
-        side also has, in the left side's order (SQL standard, as RisingWave does)."""
-        left, right = self.output_names(query.this), self.output_names(query.expression)
-        subject = f" in {self.obj!r}" if self.obj else ""
-        by = [c.name for c in query.args.get("on") or []]
-        if by:
-            for name in by:
-                if name not in left or name not in right:
-                    raise ProgrammingError(
-                        f"column {name!r} in CORRESPONDING BY{subject} is not an output column of both sides of the UNION "
-                        f"(left: {', '.join(left)}; right: {', '.join(right)}){self.where(query)}")
-            if len(set(by)) != len(by):
-                raise ProgrammingError(f"CORRESPONDING BY{subject} names a column twice{self.where(query)}")
-            names = by
-        else:
-            names = [n for n in left if n in right]
-            if not names:
-                raise ProgrammingError(
-                    f"UNION CORRESPONDING{subject}: the two sides have no output column name in common "
-                    f"(left: {', '.join(left)}; right: {', '.join(right)}){self.where(query)}")
-        for side, outputs in (("left", left), ("right", right)):
-            twice = sorted({n for n in names if outputs.count(n) > 1})
-            if twice:
-                raise ProgrammingError(f"UNION CORRESPONDING{subject}: the {side} side has two output columns named "
-                                       f"{twice[0]!r}{self.where(query)}")
-
-        def pick(side: exp.Expression, alias: str) -> exp.Select:
-            return exp.select(*[exp.column(n, table=alias, quoted=True) for n in names]).from_(
-                _derived(side.copy(), alias))
-
-        out = exp.union(pick(query.this, "_rw_a"), pick(query.expression, "_rw_b"),
-                        distinct=bool(query.args.get("distinct")))
-        for key in ("order", "limit", "offset"):
-            if query.args.get(key) is not None:
-                out.set(key, query.args[key].copy())
-        return out
 
     def check_column_aliases(self, item: exp.Expression, available: int) -> None:
         """A column alias list (`AS x (a, b)`) names at most as many columns as the relation has
@@ -392,10 +330,8 @@ class Planner:
                                    f"columns specified{self.where(item)}")
 
     def plan_union(self, query: exp.Union) -> tuple[Node, list[str]]:
-        if query.args.get("by_name"):
-            if query.args.get("kind") != "INNER":  # DuckDB's BY NAME: every column, NULL where a side lacks it
-                raise self.refuse("UNION ... BY NAME", query)
-            return self.plan_query(self.corresponding_as_select_lists(query))
+        if query.args.get("by_name"):  # (CORRESPONDING is rewritten) DuckDB's BY NAME: NULL where a side lacks it
+            raise self.refuse("UNION ... BY NAME", query)
         parts = []
 
         def flatten(q):
@@ -446,18 +382,13 @@ class Planner:
         for key in ("qualify", "windows", "connect", "prewhere"):
             if q.args.get(key):
                 raise self.refuse(key.upper(), q.args[key])
-        if q.args.get("having") and any(q.args["having"].find_all(exp.Subquery, exp.Exists)):
-            return self.plan_select(self.having_subqueries_as_where(q))
-        if q.args.get("distinct") and q.args["distinct"].args.get("on"):
-            raise self.refuse("DISTINCT ON", q.args["distinct"])
-        conjuncts = list(_conjuncts(q.args["where"].this)) if q.args.get("where") else []
+        conjuncts = list(and_terms(q.args["where"].this)) if q.args.get("where") else []
         if q.args.get("from_"):
-            conjuncts = [d for c in conjuncts for d in self.not_in_as_anti_join(c)]
             q, conjuncts, late = self.scalar_subqueries(q, conjuncts)
             q, conjuncts, anti = self.subquery_predicates(q, conjuncts)
             node, scope, conjuncts = self.plan_from(q, conjuncts, late + anti)
             # the subqueries' key columns: reachable by their aliases only (not by *)
-            scope = Scope([_AliasOnly(e) if (e.alias or "").startswith(_SUBQUERY_ALIAS) else e
+            scope = Scope([_AliasOnly(e) if (e.alias or "").startswith(SUBQUERY_ALIAS) else e
                            for e in scope.entries])
         else:  # SELECT without FROM reads one row of no (visible) columns
             if q.args.get("joins"):
@@ -473,14 +404,14 @@ class Planner:
         windows = self.window_calls(select_items)
         if windows:
             if q.args.get("group") or q.args.get("having") or any(
-                    _find_aggs(_without_windows(e)) for e, _ in select_items):
+                    find_aggs(without_windows(e)) for e, _ in select_items):
                 raise self.refuse("window functions together with GROUP BY or aggregates in the same SELECT",
                                   windows[0])
             node, names = self.plan_windows(q, node, scope, select_items, windows)
             if q.args.get("distinct"):
                 node = self.distinct(node, len(names), names)
             return self.order_limit(node, names, q, select_items)
-        has_aggs = any(_find_aggs(e) for e, _ in select_items) or q.args.get("group") or q.args.get("having")
+        has_aggs = any(find_aggs(e) for e, _ in select_items) or q.args.get("group") or q.args.get("having")
         srf = next((f for e, _ in select_items for f in e.find_all(*_SET_RETURNING)), None)
         if srf is not None and has_aggs:
             raise self.refuse(f"the set-returning function {srf.sql(dialect='postgres')} together with GROUP BY "
@@ -566,53 +497,6 @@ class Planner:
         return ProjectSet(columns=columns, stream_key=key_at + [len(columns) - 1], child=child, kind=kind,
                           position=pos, width=n, step=step), names
 
-    def having_subqueries_as_where(self, q: exp.Select) -> exp.Select:
-        """HAVING with a subquery (`HAVING sum(x) > (SELECT ... )`, TPC-H q11) as the grouped query
-        in FROM and the condition in WHERE over it, where scalar_subqueries plans it (a dynamic
-        filter): the aggregates and columns the condition reads outside its subqueries become
-        hidden columns of the grouped query. A subquery correlated with the grouped query's own
-        FROM is refused (its columns are gone outside it)."""
-        having = q.args["having"].this
-        grouped_tables = {t.alias_or_name for t in q.find_all(exp.Table) if not any(
-            isinstance(a, (exp.Subquery, exp.Exists)) for a in _ancestors_until(t, q))}
-        for sub in having.find_all(exp.Subquery, exp.Exists):
-            own = {t.alias_or_name for t in sub.find_all(exp.Table, exp.Subquery, exp.CTE)}
-            for col in sub.find_all(exp.Column):
-                if col.table and col.table in grouped_tables and col.table not in own:
-                    raise self.refuse("a subquery in HAVING correlated with the grouped query", sub)
-        inner = q.copy()
-        for key in ("having", "order", "limit", "offset", "distinct"):
-            inner.set(key, None)
-        names, inside = [], []  # each output's name, and its unique name inside
-        for i, item in enumerate(list(inner.expressions)):
-            if isinstance(item, exp.Star) or (isinstance(item, exp.Column) and isinstance(item.this, exp.Star)):
-                raise self.refuse("* in a SELECT list with a subquery in HAVING", item)
-            names.append(_output_name(item))
-            inside.append(f"{_SUBQUERY_ALIAS}o{i}")
-            inner.expressions[i] = exp.alias_(item.unalias() if isinstance(item, exp.Alias) else item,
-                                               inside[-1], quoted=True)
-        exposed: list[exp.Expression] = []
-        table = f"{_SUBQUERY_ALIAS}having"
-
-        def expose(node):  # (a node returned as it is is descended into; a new one is not)
-            if isinstance(node, (exp.Subquery, exp.Exists)):
-                return node.copy()
-            if type(node) in AGG_FUNCS or isinstance(node, exp.Column):
-                alias = f"{_SUBQUERY_ALIAS}h{len(exposed)}"
-                exposed.append(exp.alias_(node.copy(), alias, quoted=True))
-                return exp.column(alias, table=table, quoted=True)
-            return node
-
-        cond = _transform_top_down(having.copy(), expose)
-        inner.set("expressions", list(inner.expressions) + exposed)
-        outer = exp.select(*[exp.alias_(exp.column(i, table=table, quoted=True), n, quoted=True)
-                             for i, n in zip(inside, names)]).from_(_derived(inner, table))
-        outer = outer.where(cond)
-        for key in ("order", "limit", "offset", "distinct"):
-            if q.args.get(key) is not None:
-                outer.set(key, q.args[key].copy())
-        return outer
-
     def scalar_subqueries(self, q: exp.Select, conjuncts: list) -> tuple[exp.Select, list, list]:
         """`x > (SELECT max(y) FROM u)` in WHERE (also >=, <, <=, =): the subquery becomes one
         more FROM item, compared by column, so a dynamic filter (or, for =, a join) maintains it.
@@ -648,7 +532,7 @@ class Planner:
                     if not found:
                         q, found = q.copy(), True
                     alias = f"_rw_scalar{len(q.args.get('joins') or [])}"
-                    q.append("joins", exp.Join(this=_derived(sub.this.copy(), alias, ["value"])))
+                    q.append("joins", exp.Join(this=derived(sub.this.copy(), alias, ["value"])))
                     c = c.copy()
                     c.set(side, exp.column("value", alias))
             out.append(c)
@@ -684,38 +568,6 @@ class Planner:
                 out.append(exp.column("_rw_m", alias).is_(exp.null()))
         return q, out, late
 
-    def not_in_as_anti_join(self, c: exp.Expression) -> list[exp.Expression]:
-        """`x NOT IN (subquery)` with SQL's NULLs: true when the subquery has no rows; else unknown
-        (the row filtered out) when x is NULL or when no value equals x but one is NULL; else true
-        when no value equals x. Planned as two conjuncts that other rules maintain: NOT EXISTS
-        (a value equal to x), an anti-join, and a dynamic filter comparing what the row needs
-        (1: x is NULL, 2: it is not) with what the subquery lets through, a one-row aggregate
-        (0: any row, it is empty; 3: none, it holds a NULL; 2: rows whose x is not NULL). Only
-        uncorrelated subqueries: others are refused."""
-        if not (isinstance(c, exp.Not) and isinstance(c.this, exp.In)
-                and isinstance(c.this.args.get("query"), exp.Subquery)):
-            return [c]
-        sub = c.this.args["query"].this
-        if isinstance(sub, exp.Select) and (len(sub.expressions) != 1 or isinstance(sub.expressions[0], exp.Star)):
-            raise ProgrammingError(f"subquery has too many columns{self.where(c)}")
-        own = {t.alias_or_name for t in sub.find_all(exp.Table, exp.Subquery, exp.CTE)}
-        if any(col.table and col.table not in own for col in sub.find_all(exp.Column)):
-            raise self.refuse("NOT IN (subquery) correlated with the outer query (write NOT EXISTS)", c)
-        x = c.this.this
-
-        unmatched = exp.Not(this=exp.Exists(this=exp.select("1").from_(_derived(sub.copy(), "_rw_ni", ["_rw_v"])).where(
-            exp.EQ(this=exp.column("_rw_v", "_rw_ni"), expression=x.copy()))))
-        needs = exp.Case(ifs=[exp.If(this=x.copy().is_(exp.null()), true=exp.Literal.number(1))],
-                         default=exp.Literal.number(2))
-        allows = exp.select(exp.Case(ifs=[
-            exp.If(this=exp.EQ(this=exp.Count(this=exp.Star()), expression=exp.Literal.number(0)),
-                   true=exp.Literal.number(0)),
-            exp.If(this=exp.GT(this=exp.Count(this=exp.Star()),
-                               expression=exp.Count(this=exp.column("_rw_v", "_rw_nn"))),
-                   true=exp.Literal.number(3))], default=exp.Literal.number(2))).from_(
-            _derived(sub.copy(), "_rw_nn", ["_rw_v"]))
-        return [unmatched, exp.GTE(this=exp.Paren(this=needs), expression=exp.Subquery(this=allows))]
-
     def subquery_join(self, q: exp.Select, right: exp.Select, outer_exprs: list, conjuncts: list, late: list,
                       left: bool) -> tuple[exp.Select, str]:
         """Join `right` (a subquery whose columns _rw_k0, _rw_k1, ... are keyed by `outer_exprs`) to
@@ -723,9 +575,9 @@ class Planner:
         `conjuncts` (an inner join, which plan_from plans with the other FROM items), or with
         `left` as a LEFT JOIN on them put in `late`, which plan_from applies after every FROM item.
         Returns the query (a copy) and the alias."""
-        alias = f"{_SUBQUERY_ALIAS}{self._subquery_counter}"
+        alias = f"{SUBQUERY_ALIAS}{self._subquery_counter}"
         self._subquery_counter += 1
-        item = _derived(right, alias)
+        item = derived(right, alias)
         on = [exp.EQ(this=o.copy(), expression=exp.column(f"_rw_k{i}", alias)) for i, o in enumerate(outer_exprs)]
         q = q.copy()
         if left:
@@ -742,9 +594,9 @@ class Planner:
             raise ProgrammingError(f"subquery has too many columns{self.where(e)}")
         simple = isinstance(sub, exp.Select) and not any(
             sub.args.get(k) for k in ("group", "having", "limit", "offset", "distinct", "with")) and not any(
-            _find_aggs(x) for x in sub.expressions) and not self.window_calls([(x, None) for x in sub.expressions])
+            find_aggs(x) for x in sub.expressions) and not self.window_calls([(x, None) for x in sub.expressions])
         if not simple:  # a UNION, a grouped or limited SELECT: its rows as they are, matched by value
-            sub = exp.select("_rw_v").from_(_derived(sub.copy(), "_rw_in", ["_rw_v"]))
+            sub = exp.select("_rw_v").from_(derived(sub.copy(), "_rw_in", ["_rw_v"]))
         value = sub.expressions[0]
         value = value.this if isinstance(value, exp.Alias) else value
         return sub, [(value, e.this)]
@@ -781,13 +633,13 @@ class Planner:
             # its own columns, and the references of the subqueries nested in it to enclosing
             # queries, all resolve in the subquery's FROM (a nested subquery correlated with this
             # one is planned with it)
-            nested = _nested_queries(e)
+            nested = nested_queries(e)
             if not nested:
                 cols = list(e.find_all(exp.Column))
                 return not cols or _resolves(probe, e, inner_scope)
-            own_cols = _own_columns(e)
-            return (not own_cols or _resolves(probe, _columns_only(own_cols), inner_scope)) and all(
-                _resolves(probe, _columns_only(free), inner_scope)
+            own_cols = own_columns(e)
+            return (not own_cols or _resolves(probe, columns_only(own_cols), inner_scope)) and all(
+                _resolves(probe, columns_only(free), inner_scope)
                 for free in (self.free_columns(n) for n in nested) if free)
 
         def outer(e: exp.Expression) -> bool:  # none of its columns is a name of the subquery's FROM
@@ -797,7 +649,7 @@ class Planner:
                 for col in cols for entry in entries)
 
         own, keys = [], []
-        for c in _conjuncts(sub.args["where"].this):
+        for c in and_terms(sub.args["where"].this):
             for col in c.find_all(exp.Column):  # as SQL does: a name two FROM items of the subquery bring
                 if not col.table and not using and sum(e.name == col.name for e in entries) > 1:
                     raise ProgrammingError(f'column reference "{col.name}" is ambiguous{self.where(col)}')
@@ -808,7 +660,7 @@ class Planner:
             elif isinstance(c, exp.EQ) and local(c.expression) and outer(c.this):
                 keys.append((c.expression, c.this))
             elif residuals is not None and isinstance(c, (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)) \
-                    and not _nested_queries(c) and not _find_aggs(c):
+                    and not nested_queries(c) and not find_aggs(c):
                 # a comparison reading both sides: NULL in an outer column makes it unknown, so it
                 # matches nothing (what correlated_keys' join on the outer values relies on)
                 theirs = [col for col in c.find_all(exp.Column) if not _resolves(probe, col, inner_scope)]
@@ -818,7 +670,7 @@ class Planner:
                                   "an equality of its own expression with the outer query's, or (in EXISTS "
                                   "and IN) a comparison of them", c)
         for inner, _ in keys:
-            if _find_aggs(inner):
+            if find_aggs(inner):
                 raise self.refuse("an aggregate in a subquery's correlation", inner)
         return own, keys
 
@@ -828,9 +680,9 @@ class Planner:
         if isinstance(sub, exp.Subquery):
             return self.free_columns(sub.this)
         if not isinstance(sub, exp.Select):  # a UNION: the free columns of each side
-            return [c for n in _nested_queries(sub) for c in self.free_columns(n)]
-        own_cols = _own_columns(sub)
-        nested = [c for n in _nested_queries(sub) for c in self.free_columns(n)]
+            return [c for n in nested_queries(sub) for c in self.free_columns(n)]
+        own_cols = own_columns(sub)
+        nested = [c for n in nested_queries(sub) for c in self.free_columns(n)]
         if not sub.args.get("from_"):
             return own_cols + nested
         probe, entries = self.from_entries(sub)
@@ -902,7 +754,7 @@ class Planner:
                              for i in range(len(outer_exprs))], *marker)
         right.set("from_", sub.args["from_"].copy())
         right.set("joins", [j.copy() for j in sub.args.get("joins") or []] + [
-            exp.Join(this=_derived(domain, domain_alias))])
+            exp.Join(this=derived(domain, domain_alias))])
         return right.where(exp.and_(*conditions)).distinct(), outer_exprs
 
     def outer_item(self, q: exp.Select, cols: list, node) -> exp.Expression:
@@ -943,7 +795,7 @@ class Planner:
             if sub.args.get(key):
                 raise self.refuse(f"{key.upper()} in a correlated scalar subquery", sub.args[key])
         value = sub.expressions[0].unalias()
-        if not _find_aggs(value):
+        if not find_aggs(value):
             raise self.refuse("a correlated scalar subquery without an aggregate (it may yield several rows)", node)
         counts = isinstance(value, exp.Count)
         if not counts and any(isinstance(a, exp.Count) for a in value.find_all(exp.Count)):
@@ -1194,7 +1046,7 @@ class Planner:
         if kind is None:
             raise self.refuse(f"{side} JOIN", j)
         cond = j.args.get("on")
-        conjuncts = list(_conjuncts(cond)) if cond is not None else []
+        conjuncts = list(and_terms(cond)) if cond is not None else []
         lnode, rnode, expr_keys, conjuncts = self.expression_keys(lnode, lscope, rnode, rscope, conjuncts)
         shifted = rscope.shifted(len(lnode.columns))
         both = Scope(lscope.entries + shifted.entries)
@@ -1362,7 +1214,7 @@ class Planner:
                     raise ProgrammingError(f'missing FROM-clause entry for table "{table}"{self.where(item)}')
                 out.extend((exp.column(e.name, e.alias), e.name) for e in found)
                 continue
-            out.append((item.unalias() if isinstance(item, exp.Alias) else item, _output_name(item)))
+            out.append((item.unalias() if isinstance(item, exp.Alias) else item, output_name(item)))
         return out
 
     def map(self, child: Node, exprs, where, names, keep_hidden=None) -> Map:
@@ -1474,7 +1326,7 @@ class Planner:
             if e.find(exp.Window) is None:
                 item_pos.append(add(self.bind(e, scope), name))
                 continue
-            self.bind(_without_windows(e), scope)  # refuses what cannot be maintained
+            self.bind(without_windows(e), scope)  # refuses what cannot be maintained
             for col in outside_windows(e):
                 add(self.bind(col, scope), col.name)
             item_pos.append(None)
@@ -1510,7 +1362,7 @@ class Planner:
                 return exp.column(cname(add(self.bind(n, scope), n.name)))
             return n
 
-        exprs = [exp.column(cname(pos)) if pos is not None else _transform_top_down(e, over_ranks)
+        exprs = [exp.column(cname(pos)) if pos is not None else transform_top_down(e, over_ranks)
                  for (e, _), pos in zip(select_items, item_pos)]
         names = [n for _, n in select_items]
         extra = [exp.column(cname(p)) for p in extra_pos]
@@ -1537,7 +1389,7 @@ class Planner:
         order_items = [o.this for o in q.args["order"].expressions] if q.args.get("order") else []
         calls: list[exp.Expression] = []
         for e in [s for s, _ in select_items] + ([having] if having is not None else []) + order_items:
-            calls.extend(_find_aggs(e))
+            calls.extend(find_aggs(e))
         pre_exprs = list(bound_groups)
         aggs: list[Agg] = []
         agg_keys: list[str] = []
@@ -1546,7 +1398,7 @@ class Planner:
             bound_arg = self.bind(arg, scope) if arg is not None else None
             extra, order = self.agg_extra(call, scope)
             for e in [bound_arg] + extra + [o for o, _, _ in order]:
-                if e is not None and _find_aggs(e):
+                if e is not None and find_aggs(e):
                     raise ProgrammingError(f"aggregate function calls cannot be nested{self.where(call)}")
             k = self.agg_key(call, scope)
             if k in agg_keys:
@@ -1604,7 +1456,7 @@ class Planner:
                         f'in an aggregate function{self.where(n)}')
                 return n
 
-            return _transform_top_down(e, rewrite)
+            return transform_top_down(e, rewrite)
 
         out_exprs = [over_agg(e) for e, _ in select_items]
         names = [n for _, n in select_items]
@@ -1823,7 +1675,7 @@ def _keyed(sub: exp.Select, keys: list, extra: list, own: list) -> exp.Select:
 def _resolves(planner: Planner, e: exp.Expression, scope: Scope) -> bool:
     """Whether every column of `e` resolves in `scope` (and there is at least one)."""
     cols = list(e.find_all(exp.Column))
-    if not cols or _find_aggs(e):
+    if not cols or find_aggs(e):
         return False
     try:
         for c in cols:
@@ -1831,144 +1683,6 @@ def _resolves(planner: Planner, e: exp.Expression, scope: Scope) -> bool:
     except ProgrammingError:
         return False
     return True
-
-
-def _nested_queries(e: exp.Expression) -> list[exp.Expression]:
-    """The queries (subqueries) directly inside `e`, not inside one another."""
-    found = []
-    for n in e.walk(prune=lambda n: n is not e and isinstance(n, exp.Query)):
-        if n is not e and isinstance(n, exp.Query):
-            found.append(n)
-    return found
-
-
-def _own_columns(e: exp.Expression) -> list[exp.Column]:
-    """The columns of `e` outside the subqueries nested in it."""
-    return [n for n in e.walk(prune=lambda n: n is not e and isinstance(n, exp.Query))
-            if isinstance(n, exp.Column)]
-
-
-def _columns_only(cols: list[exp.Column]) -> exp.Expression:
-    """Columns as one expression (for _resolves)."""
-    return exp.Tuple(expressions=[c.copy() for c in cols])
-
-
-def _without_windows(e: exp.Expression) -> exp.Expression:
-    """`e` with every window call replaced by NULL (to check what surrounds the calls)."""
-    return _transform_top_down(e, lambda n: exp.Null() if isinstance(n, exp.Window) else n)
-
-
-def _derived(query: exp.Expression, alias: str, columns: list | tuple = ()) -> exp.Subquery:
-    """`(query) AS alias [(columns)]`: a query as a FROM item (columns: names or identifiers)."""
-    return exp.Subquery(this=query, alias=exp.TableAlias(
-        this=exp.to_identifier(alias), columns=[exp.to_identifier(c) for c in columns]))
-
-
-def _operands(cond, op):
-    """The operands of a chain of `op` (AND, OR), parentheses looked through."""
-    if isinstance(cond, op):
-        yield from _operands(cond.this, op)
-        yield from _operands(cond.expression, op)
-    elif isinstance(cond, exp.Paren):
-        yield from _operands(cond.this, op)
-    else:
-        yield cond
-
-
-def _conjuncts(cond):
-    for c in _operands(cond, exp.And):
-        yield from _factored(c) if isinstance(c, exp.Or) else (c,)
-
-
-def _factored(cond: exp.Or):
-    """The conjuncts of an OR with the terms common to all its branches taken out:
-    (a AND b) OR (a AND c) is a AND (b OR c) (the law holds in SQL's three-valued logic too), so a
-    join condition every branch repeats (TPC-H q19's p_partkey = l_partkey) becomes a join key."""
-    branches = [list(_conjuncts(d)) for d in _operands(cond, exp.Or)]
-    keys = [{_term_key(c) for c in b} for b in branches]
-    common: dict[str, exp.Expression] = {}
-    for c in branches[0]:
-        if all(_term_key(c) in k for k in keys[1:]):
-            common.setdefault(_term_key(c), c)
-    if not common:
-        yield cond
-        return
-    yield from (c.copy() for c in common.values())
-    rests = [[c for c in b if _term_key(c) not in common] for b in branches]
-    if all(rests):  # a branch of the common terms alone makes the OR true whenever they are
-        yield exp.or_(*[exp.and_(*[c.copy() for c in r]) for r in rests])
-
-
-def _term_key(term: exp.Expression) -> str:
-    """A term's text, the same for `a = b` and `b = a`."""
-    if isinstance(term, exp.EQ):
-        return "=".join(sorted((term.this.sql(), term.expression.sql())))
-    return term.sql()
-
-
-def distinct_on_as_row_number(query: exp.Expression) -> exp.Expression:
-    """`SELECT DISTINCT ON (k) ... ORDER BY k, x` as the first row per k by x: a row_number()
-    window over the same FROM, kept where it is 1 (maintained as a group top-N)."""
-    if not isinstance(query, exp.Select):
-        return query
-    distinct = query.args.get("distinct")
-    on = distinct.args.get("on") if isinstance(distinct, exp.Distinct) else None
-    if on is None:
-        return query
-    if query.args.get("group") or query.args.get("limit") or query.args.get("offset") or \
-            any(type(n) in AGG_FUNCS for e in query.expressions for n in e.walk()):
-        raise unsupported("DISTINCT ON with GROUP BY, aggregates or LIMIT", None, None)
-    keys = list(on.expressions) if isinstance(on, exp.Tuple) else [on]
-    order = list(query.args["order"].expressions) if query.args.get("order") else []
-    # ORDER BY must start with the DISTINCT ON expressions (PostgreSQL's rule); the rest ranks rows
-    lead = [o.this for o in order[:len(keys)]]
-    if order and [k.sql() for k in lead] != [k.sql() for k in keys][:len(lead)]:
-        raise ProgrammingError("SELECT DISTINCT ON expressions must match initial ORDER BY expressions")
-    ranking = order[len(keys):]
-    inner = query.copy()
-    inner.set("distinct", None)
-    inner.set("order", None)
-    names, items = [], []
-    for i, e in enumerate(inner.expressions):
-        if isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star)):
-            raise unsupported("DISTINCT ON with SELECT *", None, None)
-        names.append(_output_name(e))
-        items.append(exp.alias_(e.unalias() if isinstance(e, exp.Alias) else e, f"_rw_d{i}"))
-    window = exp.Window(this=exp.RowNumber(), partition_by=[k.copy() for k in keys],
-                        order=exp.Order(expressions=[o.copy() for o in ranking]) if ranking else None)
-    inner.set("expressions", items + [exp.alias_(window, "_rw_rn")])
-    return exp.select(*[exp.alias_(exp.column(f"_rw_d{i}"), n) for i, n in enumerate(names)]).from_(
-        _derived(inner, "_rw_distinct_on")).where(
-        exp.EQ(this=exp.column("_rw_rn"), expression=exp.Literal.number(1)))
-
-
-def aggregate_filters_as_case(query: exp.Expression) -> exp.Expression:
-    """`agg(x) FILTER (WHERE c)` as `agg(CASE WHEN c THEN x END)` (and `count(*)` as a count of
-    `CASE WHEN c THEN 1 END`): the aggregates maintained here all skip NULLs, so the two agree."""
-    if not any(isinstance(n, exp.Filter) for n in query.walk()):
-        return query
-
-    def when(cond: exp.Expression, value: exp.Expression) -> exp.Expression:
-        return exp.Case(ifs=[exp.If(this=cond.copy(), true=value)])
-
-    def rewrite(node: exp.Expression) -> exp.Expression:
-        if not (isinstance(node, exp.Filter) and type(node.this) in AGG_FUNCS
-                and isinstance(node.expression, exp.Where)):
-            return node
-        agg, cond = node.this.copy(), node.expression.this
-        if isinstance(agg, (exp.FirstValue, exp.LastValue, exp.ArrayAgg)):
-            return node  # NULL is a value to these: refused as a FILTER below
-        holder = agg.this if isinstance(agg.this, exp.Order) else agg  # an ordered aggregate's argument
-        arg = holder.this
-        if isinstance(arg, exp.Star):
-            agg.set("this", when(cond, exp.Literal.number(1)))
-        elif isinstance(arg, exp.Distinct):
-            arg.set("expressions", [when(cond, e) for e in arg.expressions])
-        else:
-            holder.set("this", when(cond, arg))
-        return agg
-
-    return query.transform(rewrite)
 
 
 def window_frame(planner: Planner, w: exp.Window) -> str:
@@ -1996,54 +1710,10 @@ def window_frame(planner: Planner, w: exp.Window) -> str:
             f"AND {bound(spec.args.get('end'), spec.args.get('end_side'))}")
 
 
-def _ancestors_until(node: exp.Expression, top: exp.Expression):
-    """The nodes above `node`, up to (not including) `top`."""
-    p = node.parent
-    while p is not None and p is not top:
-        yield p
-        p = p.parent
-
-
-def _find_aggs(e: exp.Expression) -> list[exp.Expression]:
-    found = []
-    for n in e.walk():
-        if type(n) in AGG_FUNCS:
-            found.append(n)
-        elif isinstance(n, exp.AggFunc):
-            raise unsupported(f"the aggregate function {n.sql(dialect='postgres')}", None, None)
-        elif isinstance(n, exp.Filter):
-            raise unsupported("aggregate FILTER (WHERE ...)", None, None)
-    return found
-
-
 def _refuse_aggregates(planner: Planner, e: exp.Expression, where: str) -> None:
     for n in e.walk():
         if type(n) in AGG_FUNCS:
             raise ProgrammingError(f"aggregate functions are not allowed in {where}{planner.where(n)}")
-
-
-def _output_name(item: exp.Expression) -> str:
-    if isinstance(item, exp.Alias):
-        return item.alias
-    if isinstance(item, exp.Window) and type(item.this) in WINDOW_FUNCS:
-        return WINDOW_FUNCS[type(item.this)]
-    if isinstance(item, exp.Column):
-        return item.name
-    if isinstance(item, exp.Cast) and isinstance(item.this, exp.Column):
-        return item.this.name
-    if type(item) in AGG_FUNCS:
-        return AGG_FUNCS[type(item)]
-    if isinstance(item, (exp.Explode, exp.Unnest)):  # PostgreSQL's names for the set-returning functions
-        return "unnest"
-    if isinstance(item, exp.GenerateSeries):
-        return "generate_series"
-    if isinstance(item, exp.Anonymous):
-        return item.name.lower()
-    if isinstance(item, exp.Func) and not isinstance(item, exp.Case):
-        return item.sql_name().lower()
-    if isinstance(item, exp.Case):
-        return "case"
-    return "?column?"
 
 
 def _order_target(o: exp.Expression, select_items) -> int | None:
@@ -2073,20 +1743,6 @@ def _int_literal(planner: Planner, e, what: str) -> int:
     if isinstance(e, exp.Literal) and not e.is_string:
         return int(e.name)
     raise planner.refuse(f"a non-constant {what}", e)
-
-
-def _transform_top_down(e: exp.Expression, fn) -> exp.Expression:
-    """Replace nodes top-down: once a node is replaced, its children are not visited."""
-    new = fn(e)
-    if new is not e:
-        return new
-    e = e.copy()
-    for key, value in list(e.args.items()):
-        if isinstance(value, exp.Expression):
-            e.set(key, _transform_top_down(value, fn))
-        elif isinstance(value, list):
-            e.set(key, [_transform_top_down(v, fn) if isinstance(v, exp.Expression) else v for v in value])
-    return e
 
 
 def _window_bounds(column: str, ttype: str, slide: int, size: int, k: int) -> tuple[exp.Expression, exp.Expression]:

@@ -1,0 +1,25 @@
+"""What a rewrite rule may ask of the planner that applies it."""
+from __future__ import annotations
+
+from typing import Protocol
+
+from sqlglot import exp
+
+from ...errors import ProgrammingError
+
+
+class Context(Protocol):
+    """The statement being planned (for errors that name the object and point into its SQL) and
+    the output column names of a query over the catalog (planned on the side)."""
+
+    sql: str
+    obj: str | None
+
+    def where(self, node) -> str:
+        """` (line l, column c)` of the node in the statement's SQL, or ''."""
+
+    def refuse(self, construct: str, node=None) -> ProgrammingError:
+        """The error refusing `construct`, by name."""
+
+    def output_names(self, query: exp.Expression) -> list[str]:
+        """The output column names of `query`."""

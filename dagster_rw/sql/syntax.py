@@ -1,0 +1,122 @@
+"""Helpers over sqlglot's AST shared by the rewrite rules (sql/rewrites) and the planner: the
+aggregate and window functions the product maintains, a query as a FROM item, the terms of AND
+and OR chains, the output name PostgreSQL gives a select item, and top-down replacement."""
+from __future__ import annotations
+
+from sqlglot import exp
+
+from ..errors import unsupported
+
+AGG_FUNCS = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max",
+             exp.GroupConcat: "string_agg", exp.FirstValue: "first_value", exp.LastValue: "last_value",
+             exp.ArrayAgg: "array_agg"}
+WINDOW_FUNCS = {exp.RowNumber: "row_number", exp.Rank: "rank", exp.DenseRank: "dense_rank"}
+WINDOW_AGGS = {t: n for t, n in AGG_FUNCS.items() if n in ("count", "sum", "avg", "min", "max")}
+SUBQUERY_ALIAS = "_rw_sq"  # the aliases of FROM items the planner makes of subqueries begin so
+
+
+def nested_queries(e: exp.Expression) -> list[exp.Expression]:
+    """The queries (subqueries) directly inside `e`, not inside one another."""
+    found = []
+    for n in e.walk(prune=lambda n: n is not e and isinstance(n, exp.Query)):
+        if n is not e and isinstance(n, exp.Query):
+            found.append(n)
+    return found
+
+
+def own_columns(e: exp.Expression) -> list[exp.Column]:
+    """The columns of `e` outside the subqueries nested in it."""
+    return [n for n in e.walk(prune=lambda n: n is not e and isinstance(n, exp.Query))
+            if isinstance(n, exp.Column)]
+
+
+def columns_only(cols: list[exp.Column]) -> exp.Expression:
+    """Columns as one expression (to resolve them together)."""
+    return exp.Tuple(expressions=[c.copy() for c in cols])
+
+
+def without_windows(e: exp.Expression) -> exp.Expression:
+    """`e` with every window call replaced by NULL (to check what surrounds the calls)."""
+    return transform_top_down(e, lambda n: exp.Null() if isinstance(n, exp.Window) else n)
+
+
+def derived(query: exp.Expression, alias: str, columns: list | tuple = ()) -> exp.Subquery:
+    """`(query) AS alias [(columns)]`: a query as a FROM item (columns: names or identifiers)."""
+    return exp.Subquery(this=query, alias=exp.TableAlias(
+        this=exp.to_identifier(alias), columns=[exp.to_identifier(c) for c in columns]))
+
+
+def operands(cond, op):
+    """The operands of a chain of `op` (AND, OR), parentheses looked through."""
+    if isinstance(cond, op):
+        yield from operands(cond.this, op)
+        yield from operands(cond.expression, op)
+    elif isinstance(cond, exp.Paren):
+        yield from operands(cond.this, op)
+    else:
+        yield cond
+
+
+def and_terms(cond):
+    """The terms of an AND chain (a WHERE or ON condition's conjuncts)."""
+    yield from operands(cond, exp.And)
+
+
+def ancestors_until(node: exp.Expression, top: exp.Expression):
+    """The nodes above `node`, up to (not including) `top`."""
+    p = node.parent
+    while p is not None and p is not top:
+        yield p
+        p = p.parent
+
+
+def find_aggs(e: exp.Expression) -> list[exp.Expression]:
+    """The aggregate calls in `e`; refuses the aggregates that are not maintained and FILTER."""
+    found = []
+    for n in e.walk():
+        if type(n) in AGG_FUNCS:
+            found.append(n)
+        elif isinstance(n, exp.AggFunc):
+            raise unsupported(f"the aggregate function {n.sql(dialect='postgres')}", None, None)
+        elif isinstance(n, exp.Filter):
+            raise unsupported("aggregate FILTER (WHERE ...)", None, None)
+    return found
+
+
+def output_name(item: exp.Expression) -> str:
+    """The name PostgreSQL gives a select item's column."""
+    if isinstance(item, exp.Alias):
+        return item.alias
+    if isinstance(item, exp.Window) and type(item.this) in WINDOW_FUNCS:
+        return WINDOW_FUNCS[type(item.this)]
+    if isinstance(item, exp.Column):
+        return item.name
+    if isinstance(item, exp.Cast) and isinstance(item.this, exp.Column):
+        return item.this.name
+    if type(item) in AGG_FUNCS:
+        return AGG_FUNCS[type(item)]
+    if isinstance(item, (exp.Explode, exp.Unnest)):  # PostgreSQL's names for the set-returning functions
+        return "unnest"
+    if isinstance(item, exp.GenerateSeries):
+        return "generate_series"
+    if isinstance(item, exp.Anonymous):
+        return item.name.lower()
+    if isinstance(item, exp.Func) and not isinstance(item, exp.Case):
+        return item.sql_name().lower()
+    if isinstance(item, exp.Case):
+        return "case"
+    return "?column?"
+
+
+def transform_top_down(e: exp.Expression, fn) -> exp.Expression:
+    """Replace nodes top-down: once a node is replaced, its children are not visited."""
+    new = fn(e)
+    if new is not e:
+        return new
+    e = e.copy()
+    for key, value in list(e.args.items()):
+        if isinstance(value, exp.Expression):
+            e.set(key, transform_top_down(value, fn))
+        elif isinstance(value, list):
+            e.set(key, [transform_top_down(v, fn) if isinstance(v, exp.Expression) else v for v in value])
+    return e

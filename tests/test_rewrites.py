@@ -1,0 +1,170 @@
+"""The rewrite rules (dagster_rw/sql/rewrites), each on its own: a table of input SQL and the SQL
+the rule makes of it, the example in each rule's docstring, what each rule refuses, and that the
+rules leave alone what they do not apply to and give the same query when applied twice."""
+from __future__ import annotations
+
+import inspect
+
+import pytest
+import sqlglot
+
+from dagster_rw.errors import ProgrammingError
+from dagster_rw.sql import rewrites
+from dagster_rw.sql.planner import Planner
+from dagster_rw.storage.catalog import CatalogObject, Column
+
+
+def _table(name, cols, pk):
+    return CatalogObject(name=name, kind="TABLE", sql="", columns=[Column(n, t) for n, t in cols], pk=pk,
+                         stream_key=pk)
+
+
+CATALOG = {
+    "t": _table("t", [("id", "integer"), ("k", "integer"), ("v", "integer"), ("s", "varchar")], ["id"]),
+    "t1": _table("t1", [("id", "integer"), ("k", "integer"), ("v", "integer")], ["id"]),
+    "t3": _table("t3", [("k", "integer"), ("v", "integer")], ["k"]),
+    "u": _table("u", [("k", "integer"), ("w", "integer")], ["k"]),
+}
+RULE = {rule.__name__: rule for rule in rewrites.RULES}
+
+
+def _rewrite(rule, sql: str) -> str:
+    context = Planner(CATALOG.get, sql, "v")  # what the planner hands a rule: errors' subject, output names
+    return rule(sqlglot.parse_one(sql, read="postgres"), context).sql(dialect="postgres")
+
+
+# rule -> [(input, the rule's output)]
+CASES = {
+    "aggregate_filters_as_case": [
+        ("SELECT sum(v) FILTER (WHERE s IS NOT NULL) AS sv, count(DISTINCT s) FILTER (WHERE v % 2 = 0) AS ds FROM t",
+         "SELECT SUM(CASE WHEN s IS NOT NULL THEN v END) AS sv, COUNT(DISTINCT CASE WHEN v % 2 = 0 THEN s END) AS ds "
+         "FROM t"),
+        ("SELECT string_agg(s, ',' ORDER BY s) FILTER (WHERE v > 1) AS x FROM t",
+         "SELECT STRING_AGG(CASE WHEN v > 1 THEN s END, ',' ORDER BY s) AS x FROM t"),
+        ("SELECT k FROM (SELECT k, max(v) FILTER (WHERE v < 8) AS m FROM t GROUP BY k) AS x",
+         "SELECT k FROM (SELECT k, MAX(CASE WHEN v < 8 THEN v END) AS m FROM t GROUP BY k) AS x"),
+    ],
+    "distinct_on_as_row_number": [
+        ("SELECT DISTINCT ON (k, s) k, s, id * 2 AS d FROM t",
+         "SELECT _rw_d0 AS k, _rw_d1 AS s, _rw_d2 AS d FROM (SELECT k AS _rw_d0, s AS _rw_d1, id * 2 AS _rw_d2, "
+         "ROW_NUMBER() OVER (PARTITION BY k, s) AS _rw_rn FROM t) AS _rw_distinct_on WHERE _rw_rn = 1"),
+        ("SELECT DISTINCT k FROM t", "SELECT DISTINCT k FROM t"),
+    ],
+    "cte_column_lists_as_aliases": [
+        ("WITH a AS (SELECT k FROM t), b (x) AS (SELECT v, k FROM t) SELECT * FROM a, b",
+         "WITH a AS (SELECT k FROM t), b AS (SELECT * FROM (SELECT v, k FROM t) AS b(x)) SELECT * FROM a, b"),
+    ],
+    "corresponding_as_select_lists": [
+        ("SELECT id, k, v FROM t1 UNION CORRESPONDING BY (v, k) SELECT k, w AS v, 1 AS id FROM u ORDER BY k LIMIT 3",
+         'SELECT "_rw_a"."v", "_rw_a"."k" FROM (SELECT id, k, v FROM t1) AS _rw_a UNION SELECT "_rw_b"."v", '
+         '"_rw_b"."k" FROM (SELECT k, w AS v, 1 AS id FROM u) AS _rw_b ORDER BY k LIMIT 3'),
+        # the sides' output names are learnt with the union's CTEs in sight, and the CTEs stay
+        ("WITH c AS (SELECT k, v FROM t) SELECT k, v FROM c UNION ALL CORRESPONDING SELECT k, w AS v FROM u",
+         'WITH c AS (SELECT k, v FROM t) SELECT "_rw_a"."k", "_rw_a"."v" FROM (SELECT k, v FROM c) AS _rw_a '
+         'UNION ALL SELECT "_rw_b"."k", "_rw_b"."v" FROM (SELECT k, w AS v FROM u) AS _rw_b'),
+    ],
+    "set_difference_as_group_by": [
+        ("SELECT k, v % 3 AS m FROM t1 INTERSECT SELECT k, w % 3 FROM u",
+         'SELECT "k", "m" FROM (SELECT "_rw_a"."k" AS "k", "_rw_a"."m" AS "m", 1 AS _rw_l, 0 AS _rw_r FROM '
+         '(SELECT k, v % 3 AS m FROM t1) AS _rw_a UNION ALL SELECT "_rw_b"."k" AS "k", "_rw_b"."?column?" AS "m", '
+         '0 AS _rw_l, 1 AS _rw_r FROM (SELECT k, w % 3 FROM u) AS _rw_b) AS _rw_set GROUP BY "k", "m" '
+         "HAVING SUM(_rw_l) > 0 AND SUM(_rw_r) > 0"),
+    ],
+    "having_subqueries_as_where": [
+        ("SELECT k FROM t GROUP BY k HAVING count(*) > 1 AND max(v) < (SELECT max(w) FROM u) ORDER BY k LIMIT 2",
+         'SELECT "_rw_sqhaving"."_rw_sqo0" AS "k" FROM (SELECT k AS "_rw_sqo0", COUNT(*) AS "_rw_sqh0", '
+         'MAX(v) AS "_rw_sqh1" FROM t GROUP BY k) AS _rw_sqhaving WHERE "_rw_sqhaving"."_rw_sqh0" > 1 AND '
+         '"_rw_sqhaving"."_rw_sqh1" < (SELECT MAX(w) FROM u) ORDER BY k LIMIT 2'),
+        ("SELECT k FROM t GROUP BY k HAVING count(*) > 1", "SELECT k FROM t GROUP BY k HAVING COUNT(*) > 1"),
+    ],
+    "common_terms_out_of_or": [
+        # a branch of the common terms alone: the OR goes
+        ("SELECT * FROM t JOIN u ON (t.k = u.k AND t.v = 1) OR t.k = u.k", "SELECT * FROM t JOIN u ON t.k = u.k"),
+        ("SELECT * FROM t WHERE (k = 1 AND v = 2) OR (s = 'a')", "SELECT * FROM t WHERE (k = 1 AND v = 2) OR (s = 'a')"),
+        # nested queries' conditions too (a subquery's correlation becomes an equality)
+        ("SELECT * FROM t WHERE EXISTS (SELECT 1 FROM u WHERE (u.k = t.k AND u.w > 1) OR (u.k = t.k AND u.w < 0))",
+         "SELECT * FROM t WHERE EXISTS(SELECT 1 FROM u WHERE u.k = t.k AND (u.w > 1 OR u.w < 0))"),
+    ],
+    "not_in_as_anti_join": [
+        ("SELECT id FROM t WHERE v > 1 AND k NOT IN (SELECT w FROM u WHERE w > 0)",
+         "SELECT id FROM t WHERE v > 1 AND NOT EXISTS(SELECT 1 FROM (SELECT w FROM u WHERE w > 0) AS _rw_ni(_rw_v) "
+         "WHERE _rw_ni._rw_v = k) AND (CASE WHEN k IS NULL THEN 1 ELSE 2 END) >= (SELECT CASE WHEN COUNT(*) = 0 "
+         "THEN 0 WHEN COUNT(*) > COUNT(_rw_nn._rw_v) THEN 3 ELSE 2 END FROM (SELECT w FROM u WHERE w > 0) "
+         "AS _rw_nn(_rw_v))"),
+        ("SELECT 1 WHERE 1 NOT IN (SELECT k FROM u)", "SELECT 1 WHERE NOT 1 IN (SELECT k FROM u)"),  # no FROM
+    ],
+}
+
+# rule -> [(input, a piece of the error)]
+REFUSED = {
+    "distinct_on_as_row_number": [
+        ("SELECT DISTINCT ON (k) k, count(*) FROM t GROUP BY k", "DISTINCT ON with GROUP BY"),
+        ("SELECT DISTINCT ON (k) * FROM t", "DISTINCT ON with SELECT *"),
+        ("SELECT DISTINCT ON (k) k, v FROM t ORDER BY v", "must match initial ORDER BY"),
+    ],
+    "corresponding_as_select_lists": [
+        ("SELECT id FROM t1 UNION CORRESPONDING SELECT w FROM u", "no output column name in common"),
+        ("SELECT k, v FROM t1 UNION CORRESPONDING BY (w) SELECT k, w FROM u", "is not an output column of both"),
+    ],
+    "set_difference_as_group_by": [
+        ("SELECT k FROM t1 EXCEPT ALL SELECT k FROM t3", "EXCEPT ALL"),
+        ("SELECT k, v FROM t1 INTERSECT SELECT k FROM t3", "same number of columns"),
+    ],
+    "having_subqueries_as_where": [
+        ("SELECT k FROM t GROUP BY k HAVING max(v) > (SELECT max(w) FROM u WHERE u.k = t.k)",
+         "correlated with the grouped query"),
+    ],
+    "not_in_as_anti_join": [
+        ("SELECT id FROM t WHERE k NOT IN (SELECT w FROM u WHERE u.w = t.v)", "correlated with the outer query"),
+        ("SELECT id FROM t WHERE k NOT IN (SELECT k, w FROM u)", "subquery has too many columns"),
+    ],
+}
+
+
+def _docstring_example(rule) -> tuple[str, str]:
+    """The example of a rule's docstring: its indented last paragraph, `input -> output`."""
+    lines = inspect.getdoc(rule).splitlines()
+    start = max(i for i, line in enumerate(lines) if line.strip() == "") + 1
+    example = " ".join(line.strip() for line in lines[start:])
+    given, _, expected = example.partition(" -> ")
+    return given, expected
+
+
+def test_every_rule_has_cases_and_a_docstring_example():
+    assert set(CASES) == set(RULE)
+    for rule in rewrites.RULES:
+        given, expected = _docstring_example(rule)
+        assert given and expected, rule.__name__
+
+
+@pytest.mark.parametrize("name", sorted(RULE))
+def test_docstring_example(name):
+    given, expected = _docstring_example(RULE[name])
+    assert _rewrite(RULE[name], given) == expected
+
+
+@pytest.mark.parametrize("name,given,expected", [(n, g, e) for n, cases in CASES.items() for g, e in cases])
+def test_rule(name, given, expected):
+    assert _rewrite(RULE[name], given) == expected
+
+
+@pytest.mark.parametrize("name,given,error", [(n, g, e) for n, cases in REFUSED.items() for g, e in cases])
+def test_rule_refuses(name, given, error):
+    with pytest.raises(ProgrammingError, match=error):
+        _rewrite(RULE[name], given)
+
+
+PLAIN = "SELECT t.k, count(*) AS n FROM t JOIN u ON t.k = u.k WHERE t.v > 1 GROUP BY t.k"
+
+
+@pytest.mark.parametrize("name", sorted(RULE))
+def test_rule_leaves_other_queries_alone(name):
+    assert _rewrite(RULE[name], PLAIN) == sqlglot.parse_one(PLAIN, read="postgres").sql(dialect="postgres")
+
+
+@pytest.mark.parametrize("given", [g for cases in CASES.values() for g, _ in cases]
+                         + [_docstring_example(r)[0] for r in rewrites.RULES])
+def test_rules_applied_twice_give_what_once_gives(given):
+    context = Planner(CATALOG.get, given, "v")
+    once = rewrites.apply(sqlglot.parse_one(given, read="postgres"), context)
+    assert rewrites.apply(once.copy(), context).sql(dialect="postgres") == once.sql(dialect="postgres")
