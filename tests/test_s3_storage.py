@@ -174,7 +174,7 @@ def test_s3_missing_object_reads_as_file_not_found_like_a_local_file(store):
         raise ClientError({"Error": {"Code": "403", "Message": "Forbidden"}}, "HeadObject")
 
     store.client.head_object = forbidden
-    with pytest.raises(ClientError):
+    with pytest.raises(OperationalError, match="S3 HEAD of .*nowhere/x.json failed: 403"):
         store.exists("nowhere/x.json")
 
 

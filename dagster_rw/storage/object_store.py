@@ -6,6 +6,7 @@ Data files are immutable once written, so a local cache of S3 objects never goes
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -162,6 +163,35 @@ def _not_found(error) -> bool:
     return error.response.get("Error", {}).get("Code", "") in ("404", "NoSuchKey", "NotFound")
 
 
+# S3 requests are retried by botocore's standard mode: 500, 502, 503 and 504 answers, throttling
+# (503 SlowDown), timeouts and dropped connections, with exponential backoff and jitter (up to 1 s
+# before the second attempt, doubling, at most 20 s). What still fails after the last attempt is an
+# OperationalError naming the request and the key.
+S3_MAX_ATTEMPTS = 6
+S3_CONNECT_TIMEOUT = 10.0
+S3_READ_TIMEOUT = 60.0
+
+
+def s3_config(max_attempts: int | None = None):
+    from botocore.config import Config
+
+    return Config(retries={"mode": "standard", "max_attempts": max_attempts or S3_MAX_ATTEMPTS},
+                  connect_timeout=S3_CONNECT_TIMEOUT, read_timeout=S3_READ_TIMEOUT)
+
+
+def _failure(e: Exception) -> str:
+    """What went wrong in an S3 request, for a message (the code and status, or the exception)."""
+    from botocore.exceptions import ClientError
+
+    if isinstance(e, ClientError):
+        err = e.response.get("Error", {})
+        meta = e.response.get("ResponseMetadata", {})
+        status = meta.get("HTTPStatusCode")
+        attempts = meta.get("RetryAttempts", 0) + 1
+        return f"{err.get('Code', '?')}{f' (HTTP {status})' if status else ''} after {attempts} attempt(s)"
+    return f"{type(e).__name__}: {e}"
+
+
 class S3Store(ObjectStore):
     packs_files = True  # a request per file is what small epochs cost most on S3
 
@@ -178,7 +208,7 @@ class S3Store(ObjectStore):
         self.prefix = parsed.path.strip("/")
         self._endpoint_url = endpoint_url
         self._own_client = client is None
-        self.client = client or boto3.client("s3", endpoint_url=endpoint_url,
+        self.client = client or boto3.client("s3", endpoint_url=endpoint_url, config=s3_config(),
                                                    **{k: v for k, v in client_options.items() if v})
         from ..after_fork import track_store
 
@@ -197,7 +227,8 @@ class S3Store(ObjectStore):
         from ..after_fork import keep
 
         keep(self.client)
-        self.client = boto3.client("s3", endpoint_url=self._endpoint_url, **self._client_options)
+        self.client = boto3.client("s3", endpoint_url=self._endpoint_url, config=s3_config(),
+                                   **self._client_options)
 
     def _key(self, key: str) -> str:
         return f"{self.prefix}/{key}" if self.prefix else key
@@ -242,17 +273,35 @@ class S3Store(ObjectStore):
             access_key=frozen.access_key if frozen else None, secret_key=frozen.secret_key if frozen else None,
             session_token=frozen.token if frozen else None)
 
+    def _failed(self, what: str, key: str, e: Exception) -> OperationalError:
+        return OperationalError(f"S3 {what} of {self.url}/{key} failed: {_failure(e)}")
+
     def read_bytes(self, key: str) -> bytes:
-        try:
-            return self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"].read()
-        except self.client.exceptions.NoSuchKey as e:
-            raise FileNotFoundError(key) from e
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        for attempt in range(S3_MAX_ATTEMPTS):
+            try:
+                response = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
+            except self.client.exceptions.NoSuchKey as e:
+                raise FileNotFoundError(key) from e
+            except (ClientError, BotoCoreError) as e:  # (botocore retried what can be retried)
+                raise self._failed("GET", key, e) from e
+            try:
+                return response["Body"].read()
+            except BotoCoreError as e:  # the body broke off after the answer began: ask again
+                if attempt == S3_MAX_ATTEMPTS - 1:
+                    raise self._failed("GET", key, e) from e
 
     def write_bytes(self, key: str, data: bytes, durable: bool = True) -> None:
-        self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
+        except (ClientError, BotoCoreError) as e:
+            raise self._failed("PUT", key, e) from e
 
     def put_if_absent(self, key: str, data: bytes) -> bool:
-        from botocore.exceptions import ClientError
+        from botocore.exceptions import BotoCoreError, ClientError
 
         try:
             self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, IfNoneMatch="*")
@@ -260,37 +309,64 @@ class S3Store(ObjectStore):
         except ClientError as e:
             code = e.response.get("Error", {}).get("Code", "")
             if code in ("PreconditionFailed", "ConditionalRequestConflict", "412", "409"):
+                if e.response.get("ResponseMetadata", {}).get("RetryAttempts", 0):
+                    # an attempt before this one may have landed with its answer lost (a timeout, a
+                    # reset): then the key holds these very bytes, and the put succeeded
+                    return self._holds(key, data)
                 return False
-            raise OperationalError(f"S3 put of {self.url}/{key} failed: {code}") from e
+            raise self._failed("conditional PUT", key, e) from e
+        except BotoCoreError as e:
+            raise self._failed("conditional PUT", key, e) from e
+
+    def _holds(self, key: str, data: bytes) -> bool:
+        try:
+            return self.read_bytes(key) == data
+        except FileNotFoundError:  # taken and deleted since: not this writer's
+            return False
 
     def list(self, prefix: str) -> list[str]:
+        from botocore.exceptions import BotoCoreError, ClientError
+
         out = []
         full = self._key(prefix)
         strip = len(self.prefix) + 1 if self.prefix else 0
         paginator = self.client.get_paginator("list_objects_v2")
-        for page in paginator.paginate(Bucket=self.bucket, Prefix=full):
-            for item in page.get("Contents", []):
-                out.append(item["Key"][strip:])
+        try:
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=full):
+                for item in page.get("Contents", []):
+                    out.append(item["Key"][strip:])
+        except (ClientError, BotoCoreError) as e:
+            raise self._failed("LIST", prefix + "*", e) from e
         return sorted(out)
 
     def delete(self, key: str) -> None:
+        from botocore.exceptions import BotoCoreError, ClientError
+
         if self._packed(key):  # a file in a pack goes with its pack (storage.log checkpoints)
             return
-        self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
+        try:
+            self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
+        except (ClientError, BotoCoreError) as e:
+            raise self._failed("DELETE", key, e) from e
 
     def delete_many(self, keys: list[str]) -> None:
         """Delete objects, a thousand per request (S3's DeleteObjects)."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
         keys = [k for k in keys if not self._packed(k)]
         for i in range(0, len(keys), 1000):
             chunk = keys[i:i + 1000]
             if len(chunk) == 1:
                 self.delete(chunk[0])
                 continue
-            self.client.delete_objects(Bucket=self.bucket, Delete={
-                "Objects": [{"Key": self._key(k)} for k in chunk], "Quiet": True})
+            try:
+                self.client.delete_objects(Bucket=self.bucket, Delete={
+                    "Objects": [{"Key": self._key(k)} for k in chunk], "Quiet": True})
+            except (ClientError, BotoCoreError) as e:
+                raise self._failed("DELETE", f"{chunk[0]} (and {len(chunk) - 1} more)", e) from e
 
     def exists(self, key: str) -> bool:
-        from botocore.exceptions import ClientError
+        from botocore.exceptions import BotoCoreError, ClientError
 
         try:
             self.client.head_object(Bucket=self.bucket, Key=self._key(key))
@@ -298,7 +374,9 @@ class S3Store(ObjectStore):
         except ClientError as e:
             if _not_found(e):
                 return False
-            raise  # no permission, no bucket...: not the same as "absent"
+            raise self._failed("HEAD", key, e) from e  # no permission, no bucket...: not "absent"
+        except BotoCoreError as e:
+            raise self._failed("HEAD", key, e) from e
 
     def cache_path(self, key: str) -> str:
         """Where local_path() keeps the object, without fetching it (it may not exist yet)."""
@@ -319,17 +397,33 @@ class S3Store(ObjectStore):
             tmp = f"{path}.{uuid.uuid4().hex}.tmp"
             from botocore.exceptions import ClientError
 
+            from boto3.exceptions import RetriesExceededError
+            from botocore.exceptions import BotoCoreError
+            from s3transfer.exceptions import RetriesExceededError as TransferRetriesExceeded
+
             try:
                 self.client.download_file(self.bucket, self._key(key), tmp)
             except ClientError as e:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
                 if _not_found(e):  # as for a local file (and read_bytes): FileNotFoundError
                     raise FileNotFoundError(f"{self.url}/{key}") from e
-                raise
+                raise self._failed("GET", key, e) from e
+            except (BotoCoreError, RetriesExceededError, TransferRetriesExceeded) as e:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise self._failed("GET", key, e) from e
             os.replace(tmp, path)
         return path
 
     def upload_file(self, path: str, key: str) -> None:
-        self.client.upload_file(path, self.bucket, self._key(key))
+        from boto3.exceptions import S3UploadFailedError
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            self.client.upload_file(path, self.bucket, self._key(key))
+        except (ClientError, BotoCoreError, S3UploadFailedError) as e:
+            raise self._failed("PUT", key, e) from e
         move_into_place(path, os.path.join(self.cache_dir, key))  # a cached file is never partial
 
 
