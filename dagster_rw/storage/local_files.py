@@ -5,9 +5,47 @@ Used by the local store and by Spark tasks writing into a shared warehouse folde
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import shutil
 import uuid
+
+from ..errors import OperationalError
+
+_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+_FULL_TEXT = ("no space left on device", "disk quota exceeded", "file too large")
+
+
+def is_disk_full(e: BaseException) -> bool:
+    """Whether `e` says a file system is full (ENOSPC), over quota or past a file size limit, as an
+    OSError, pyarrow's or DuckDB's I/O error (which carry it in their message only)."""
+    if isinstance(e, OSError) and e.errno in _FULL:
+        return True
+    text = str(e).lower()
+    return isinstance(e, Exception) and any(t in text for t in _FULL_TEXT) and \
+        (isinstance(e, OSError) or type(e).__module__.split(".")[0] in ("duckdb", "pyarrow"))
+
+
+def disk_full_error(e: BaseException, what: str) -> OperationalError:
+    cause = os.strerror(e.errno) if isinstance(e, OSError) and e.errno else str(e).strip().splitlines()[0]
+    return OperationalError(f"{what}: the disk is full ({cause}); free space and run it again "
+                            "(what was not committed is redone)")
+
+
+def reports_disk_full(what):
+    """A decorator: a full disk met inside the function is an OperationalError saying so (`what`
+    names the work, or is a callable of the call's arguments that does)."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def run(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except Exception as e:
+                if is_disk_full(e):
+                    raise disk_full_error(e, what(*args, **kwargs) if callable(what) else what) from e
+                raise
+        return run
+    return wrap
 
 
 def _fsync_file(path: str) -> None:

@@ -18,7 +18,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from urllib.parse import urlparse
 
 from ..errors import OperationalError
-from .local_files import move_into_place
+from .local_files import disk_full_error, is_disk_full, move_into_place
 
 
 class ObjectStore:
@@ -87,28 +87,40 @@ class LocalStore(ObjectStore):
         path = self._path(key)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            if durable:
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                if durable:
+                    os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException as e:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            if is_disk_full(e):
+                raise disk_full_error(e, f"writing {key} in {self.root}") from e
+            raise
 
     def put_if_absent(self, key: str, data: bytes) -> bool:
         path = self._path(key)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
         try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
             os.link(tmp, path)  # atomic, and fails if the key exists
             return True
         except FileExistsError:
             return False
+        except OSError as e:
+            if is_disk_full(e):
+                raise disk_full_error(e, f"committing {key} in {self.root}") from e
+            raise
         finally:
-            os.unlink(tmp)
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
     def list(self, prefix: str) -> list[str]:
         base = self._path(prefix)
@@ -156,7 +168,12 @@ class LocalStore(ObjectStore):
         return [self.root, self.scratch_dir()]
 
     def upload_file(self, path: str, key: str) -> None:
-        move_into_place(path, self._path(key))
+        try:
+            move_into_place(path, self._path(key))
+        except OSError as e:
+            if is_disk_full(e):
+                raise disk_full_error(e, f"writing {key} in {self.root}") from e
+            raise
 
 
 def _not_found(error) -> bool:
