@@ -171,6 +171,9 @@ class Connection:
         for c in columns:
             if c not in names:
                 raise ProgrammingError(f'column "{c}" of relation "{table}" does not exist')
+        same = _same_types(data, columns, visible)
+        if same is not None:
+            return same
         select = []
         for i, c in enumerate(visible):
             if c.name in columns:
@@ -623,3 +626,19 @@ def _bind_parameters(sql: str, parameters) -> str:
 
 
 __all__ = ["Connection", "Cursor", "connect", "sqlglot"]
+
+
+def _same_types(data: pa.Table, columns: list[str], visible: list) -> pa.Table | None:
+    """Rows whose columns already have the table's types, in the table's column order (missing
+    columns NULL), without a cast; None when a column needs one."""
+    out = []
+    for c in visible:
+        want = sqltypes.arrow_type(c.type)
+        if c.name in columns:
+            col = data.column(columns.index(c.name))
+            if col.type != want:
+                return None
+            out.append(col)
+        else:
+            out.append(pa.nulls(data.num_rows, want))
+    return pa.table(out, names=[c.name for c in visible])

@@ -172,6 +172,32 @@ def test_a_new_process_starts_from_the_newest_checkpoint_and_reads_only_later_en
     _check(dagster_rw.connect(root, engine="duckdb"), [(i, i % 3, i) for i in range(30)])
 
 
+def test_an_entry_writes_the_change_to_garbage_not_the_whole_list(tmp_path):
+    """Files dropped by earlier commits wait out the grace period in each manifest's garbage; an
+    entry carries only the files its commit drops, and a process replaying the entries (no
+    checkpoint yet) rebuilds the same lists."""
+    root = str(tmp_path / "wh")
+    conn = dagster_rw.connect(root, engine="duckdb")
+    _schema(conn)
+    for i in range(8):
+        conn.execute(f"INSERT INTO t VALUES ({i}, {i % 3}, {i})")
+        conn.execute("FLUSH")
+    state = log_mod.log_of(conn.wh.store).current()
+    assert state.position < log_mod.CHECKPOINT_INTERVAL
+    waiting = state.manifests["by_k"]["garbage"]
+    assert len(waiting) > 4  # garbage of several commits, still inside the grace period
+    newest = json.loads(LocalStore(root).read_bytes(log_mod.entry_key(state.position)))
+    doc = newest["commits"]["by_k"]
+    assert "garbage" not in doc
+    assert 0 < len(doc["garbage_change"]["add"]) < len(waiting)
+    assert not doc["garbage_change"]["drop"]  # none has waited 30 s
+    fresh = log_mod.log_of(LocalStore(root))
+    fresh.refresh()
+    assert fresh.entries_read == state.position
+    assert fresh.current().manifests == state.manifests
+    _check(dagster_rw.connect(root, engine="duckdb"), [(i, i % 3, i) for i in range(8)])
+
+
 def test_old_entries_are_pruned_after_the_retention_and_a_stale_process_reloads(tmp_path, monkeypatch):
     root = str(tmp_path / "wh")
     monkeypatch.setattr(log_mod.WarehouseLog, "retention_seconds", 0.4)

@@ -106,7 +106,7 @@ def _cancel_pairs(delta: pa.Table, cols: list[str]) -> pa.Table | None:
     if delta.num_rows == 0:
         return delta.select(cols + [W])
     hashed = [c for c in cols if delta.column(c).null_count == 0]
-    h = sst_cache.key_hash(delta, hashed) if hashed else None
+    h = sst_cache.local_hash(delta, hashed) if hashed else None
     if h is None:
         return None
     w = delta.column(W).to_numpy()
@@ -151,7 +151,7 @@ def _state_writes_in_arrow(delta: pa.Table, cols: list[str], pk: list[str]) -> p
     by_key = _state_writes_by_key_order(delta, cols, pk)
     if by_key is not None:
         return by_key
-    h = sst_cache.key_hash(delta, pk)
+    h = sst_cache.local_hash(delta, pk)
     if h is None:
         return None
     ins = delta.column(W).to_numpy() > 0

@@ -8,6 +8,7 @@ step leaves only unreferenced files behind.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
@@ -40,11 +41,17 @@ OUTPUT = "output"
 
 
 def object_schema(obj: CatalogObject) -> pa.Schema:
-    return pa.schema([pa.field(c.name, sqltypes.arrow_type(c.type)) for c in obj.columns])
+    return _schema(tuple((c.name, c.type) for c in obj.columns), False)
 
 
 def changelog_schema(obj: CatalogObject) -> pa.Schema:
-    return object_schema(obj).append(pa.field(W, pa.int64()))
+    return _schema(tuple((c.name, c.type) for c in obj.columns), True)
+
+
+@functools.lru_cache(maxsize=4096)
+def _schema(columns: tuple, weighted: bool) -> pa.Schema:
+    fields = [pa.field(name, sqltypes.arrow_type(t)) for name, t in columns]
+    return pa.schema(fields + ([pa.field(W, pa.int64())] if weighted else []))
 
 
 def output_table(wh, obj: CatalogObject, m: Manifest, engine=None) -> StateTable:
@@ -626,7 +633,7 @@ def _check_unique_key(engine, obj: CatalogObject, delta, key: list[str]) -> None
     """A consolidated step delta holds at most one insert and one delete per stream key."""
     if not key:
         return
-    codes = sst_cache.key_hash(delta, key) if isinstance(delta, pa.Table) else None
+    codes = sst_cache.local_hash(delta, key) if isinstance(delta, pa.Table) else None
     if codes is not None:  # distinct hashes are distinct keys (equal ones: the exact check below)
         w = delta.column(W).to_numpy()
         if not len(w) or np.abs(w).max() <= 1:

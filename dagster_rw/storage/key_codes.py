@@ -108,6 +108,26 @@ def key_hash(table: pa.Table, keys: list[str]) -> np.ndarray | None:
     return h
 
 
+def local_hash(table: pa.Table, keys: list[str]) -> np.ndarray | None:
+    """key_hash for comparisons within `table` alone: string and binary columns (without NULLs)
+    are hashed by their index in the column's own dictionary, so equal values hash equal inside
+    this one table only. Never compare these hashes with another table's."""
+    if not keys:
+        return None
+    coded, changed = [], False
+    for k in keys:
+        c = table.column(k)
+        t = c.type
+        if not c.null_count and (pa.types.is_string(t) or pa.types.is_large_string(t)
+                                 or pa.types.is_binary(t) or pa.types.is_large_binary(t)):
+            c = pc.dictionary_encode(c.combine_chunks()).indices
+            changed = True
+        coded.append(c)
+    if not changed:
+        return key_hash(table, keys)
+    return key_hash(pa.table(coded, names=[f"k{i}" for i in range(len(coded))]), [f"k{i}" for i in range(len(coded))])
+
+
 def sorted_order(codes: np.ndarray, runs: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(order, codes[order]): a stable argsort of integer codes. Where each code's offset from
     the lowest leaves room for the row number in 64 bits, the two are packed into one word and

@@ -83,6 +83,12 @@ class LogState:
             self.packs[pack] = layout
             self.packed.update((key, pack) for key in layout)
         for name, doc in entry.get("commits", {}).items():
+            change = doc.get("garbage_change")
+            if change is not None:  # manifest.garbage_as_change
+                drop = set(change["drop"])
+                kept = [g for g in self.manifests.get(name, {}).get("garbage", []) if g["key"] not in drop]
+                doc = {k: v for k, v in doc.items() if k != "garbage_change"}
+                doc["garbage"] = kept + change["add"]
             self.manifests[name] = doc
         if entry.get("collected", 0) > self.collected:
             for e, record in sorted(self.epochs.items()):

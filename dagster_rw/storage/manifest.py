@@ -130,16 +130,32 @@ def publish(store: ObjectStore, versions: list[Manifest], what: str, extra=None)
     docs = {m.object: m.to_json() for m in versions}
 
     def build(state):
+        commits = {}
         for m in versions:
-            current = state.manifests.get(m.object, {}).get("version", 0)
-            if current != m.version - 1:
+            base = state.manifests.get(m.object, {})
+            if base.get("version", 0) != m.version - 1:
                 raise conflict(f"commit of {m.object!r}",
                                f"version {m.version} was committed by another process at the same time")
-        entry = {"commits": docs}
+            commits[m.object] = garbage_as_change(base, docs[m.object])
+        entry = {"commits": commits}
         entry.update((extra(state) if callable(extra) else extra) or {})
         return entry
 
     return log_of(store).append(build, what)
+
+
+def garbage_as_change(base: dict, doc: dict) -> dict:
+    """`doc` for the log, its garbage list written as the change from `base` (the version it
+    follows): files still waiting out the grace period are not written again with every commit.
+    LogState.apply rebuilds the whole list."""
+    old, new = base.get("garbage", []), doc["garbage"]
+    new_keys = {g["key"] for g in new}
+    kept = [g for g in old if g["key"] in new_keys]
+    if new[:len(kept)] != kept:  # not old-minus-some-plus-new: write it whole
+        return doc
+    out = {k: v for k, v in doc.items() if k != "garbage"}
+    out["garbage_change"] = {"drop": [g["key"] for g in old if g["key"] not in new_keys], "add": new[len(kept):]}
+    return out
 
 
 def commit(store: ObjectStore, manifest: Manifest, dropped: list[str], grace_seconds: float) -> Manifest:
