@@ -10,7 +10,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from ..errors import ProgrammingError
-from .planner import _window_bounds
+from .planner.time_windows import window_bounds
 
 
 def has_time_windows(query: exp.Expression) -> bool:
@@ -44,7 +44,7 @@ def expand_time_windows(query: exp.Expression, resolve, interval_micros) -> exp.
         slide, size = (sizes[0], sizes[0]) if kind == "tumble" else (sizes[0], sizes[1])
         branches = []
         for k in range(size // slide):
-            start, end = _window_bounds(exp.column(ts, quoted=True).sql(dialect="duckdb"), ttype, slide, size, k)
+            start, end = window_bounds(exp.column(ts, quoted=True).sql(dialect="duckdb"), ttype, slide, size, k)
             branches.append(exp.select(exp.Star(), start.as_("window_start"), end.as_("window_end")).from_(rel))
         body = branches[0]
         for b in branches[1:]:

@@ -1,0 +1,142 @@
+"""Binding expressions to a plan's columns, their types, and the projections and filters (Map
+nodes) every other part of the planner builds on."""
+from __future__ import annotations
+
+import pyarrow as pa
+from sqlglot import exp
+
+from ... import types as sqltypes
+from ...engine.duck import quote
+from ...errors import ProgrammingError, unsupported
+from ..plan import Col, Map, Node, cname
+from ..rewrites.context import Context
+from ..semantics import regexp_match_groups, typed_expression
+from ..syntax import AGG_FUNCS, output_name
+from .scope import AliasOnly, Entry, Scope
+
+
+def refuse_aggregates(planner: Context, e: exp.Expression, where: str) -> None:
+    for n in e.walk():
+        if type(n) in AGG_FUNCS:
+            raise ProgrammingError(f"aggregate functions are not allowed in {where}{planner.where(n)}")
+
+
+class Binding:
+    """Planner methods that bind expressions to a node's columns and build Map nodes."""
+
+    def where(self, node) -> str:
+        from ...errors import _position
+
+        return _position(self.sql, node)
+
+    def refuse(self, construct: str, node=None) -> ProgrammingError:
+        return unsupported(construct, self.sql, node, self.obj)
+
+    def bind(self, expression: exp.Expression, scope: Scope) -> exp.Expression:
+        """Rewrite column references to the node's positional names; refuse what cannot be maintained."""
+        for sub in expression.find_all(exp.Subquery, exp.Exists):
+            raise self.refuse("subqueries inside expressions", sub)
+        for srf in expression.find_all(exp.Unnest, exp.Explode, exp.GenerateSeries):
+            raise self.refuse(f"the set-returning function {srf.sql(dialect='postgres')} in an expression "
+                              "(it would turn one row into several)", srf)
+        for w in expression.find_all(exp.Window):
+            raise self.refuse("window functions (OVER) outside the select list, or nested", w)
+        # (over no FROM an expression is evaluated once, when the view is created: any function will do)
+        for fn in expression.find_all(exp.Anonymous) if scope.entries else ():
+            if fn.name.lower() in ("now", "random", "proctime", "current_timestamp", "gen_random_uuid"):
+                raise self.refuse(f"the non-deterministic function {fn.name}()", fn)
+        for fn in expression.find_all(exp.CurrentTimestamp, exp.Rand) if scope.entries else ():
+            raise self.refuse(f"the non-deterministic function {fn.sql(dialect='postgres')}", fn)
+
+        def rewrite(node):
+            if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
+                entry = scope.resolve(node, self)
+                return exp.column(cname(entry.index))
+            return node
+
+        return regexp_match_groups(expression).copy().transform(rewrite)
+
+    def describe(self, child: Node, exprs: list[exp.Expression], where: exp.Expression | None) -> list[str]:
+        """Result types of expressions over the child's columns, inferred by DuckDB on empty input."""
+        schema = pa.schema([pa.field(cname(i), sqltypes.arrow_type(c.type)) for i, c in enumerate(child.columns)])
+        empty = schema.empty_table()
+        select = ", ".join(f"{e.sql(dialect='duckdb')} AS {quote(f'o{i}')}" for i, e in enumerate(exprs))
+        cond = f" WHERE {where.sql(dialect='duckdb')}" if where is not None else ""
+        try:
+            described = self.engine.describe(f"SELECT {select} FROM t{cond}", t=empty)
+        except ProgrammingError as e:
+            raise ProgrammingError(f"in {self.obj!r}: {e}") from None
+        return [sqltypes.from_duckdb(t) for _, t in described]
+
+    def type_of(self, node: Node, e: exp.Expression) -> str:
+        """The SQL type of one expression over the node's columns."""
+        return self.describe(node, [typed_expression(e, {cname(i): c.type for i, c in enumerate(node.columns)})],
+                             None)[0]
+
+    def map(self, child: Node, exprs, where, names, keep_hidden=None) -> Map:
+        column_types = {cname(i): c.type for i, c in enumerate(child.columns)}
+        exprs = [typed_expression(e, column_types) for e in exprs]
+        if where is not None:
+            where = typed_expression(where, column_types)
+        types = self.describe(child, exprs, where) if exprs else []
+        hidden = keep_hidden or [False] * len(exprs)
+        cols = [Col(n, t, h) for n, t, h in zip(names, types, hidden)]
+        # a pure filter keeps the child's stream key positions
+        key = list(child.stream_key) if all(
+            isinstance(e, exp.Column) and e.name == cname(i) for i, e in enumerate(exprs)) and all(
+            k < len(exprs) for k in child.stream_key) else []
+        return Map(columns=cols, stream_key=key, child=child, exprs=exprs, where=where)
+
+    def project(self, child: Node, exprs, names, extra=None, where=None) -> Map:
+        """Project `exprs` (visible) and carry the child's stream key, hidden where not projected."""
+        exprs = list(exprs)
+        names = list(names)
+        hidden = [False] * len(exprs)
+        for e in extra or []:
+            exprs.append(e)
+            names.append(f"_rw_o{len(exprs)}")
+            hidden.append(True)
+        key = []
+        for k in child.stream_key:
+            pos = next((i for i, e in enumerate(exprs)
+                        if isinstance(e, exp.Column) and e.name == cname(k) and not e.table), None)
+            if pos is None:
+                exprs.append(exp.column(cname(k)))
+                names.append(f"_rw_k{len(exprs)}")
+                hidden.append(True)
+                pos = len(exprs) - 1
+            key.append(pos)
+        node = self.map(child, exprs, where, names, hidden)
+        node.stream_key = key
+        return node
+
+    def with_columns(self, node: Node, extra: list[exp.Expression]) -> Map:
+        """The node's columns plus hidden computed ones (same positions, same stream key)."""
+        exprs = [exp.column(cname(i)) for i in range(len(node.columns))] + extra
+        names = [c.name for c in node.columns] + [f"_rw_j{i}" for i in range(len(extra))]
+        hidden = [c.hidden for c in node.columns] + [True] * len(extra)
+        m = self.map(node, exprs, None, names, hidden)
+        m.stream_key = list(node.stream_key)
+        return m
+
+    def expand_star(self, items, scope: Scope) -> list[tuple[exp.Expression, str]]:
+        out = []
+        for item in items:
+            if isinstance(item, exp.Star):
+                for e in scope.entries:
+                    if not isinstance(e, AliasOnly):
+                        out.append((exp.column(e.name, e.alias) if e.alias else exp.column(e.name), e.name))
+                continue
+            if isinstance(item, exp.Column) and isinstance(item.this, exp.Star):
+                table = item.table
+                found = [e for e in scope.entries if e.alias == table]
+                if not found:
+                    raise ProgrammingError(f'missing FROM-clause entry for table "{table}"{self.where(item)}')
+                out.extend((exp.column(e.name, e.alias), e.name) for e in found)
+                continue
+            out.append((item.unalias() if isinstance(item, exp.Alias) else item, output_name(item)))
+        return out
+
+    def scope_of(self, node: Node, names: list[str], alias, group) -> Scope:
+        vis = [i for i, c in enumerate(node.columns) if not c.hidden]
+        return Scope([Entry(alias, names[j], i, group) for j, i in enumerate(vis)])

@@ -1,0 +1,178 @@
+"""Explicit joins (INNER, LEFT, RIGHT, FULL; ON and USING), their keys and residual conditions,
+and lookup joins (FOR SYSTEM_TIME AS OF PROCTIME()) into a table's state."""
+from __future__ import annotations
+
+from sqlglot import exp
+
+from ...errors import ProgrammingError
+from ..plan import (
+    Col,
+    Join,
+    LookupJoin,
+    Map,
+    Node,
+    ProjectSet,
+    Scan,
+    UnionAll,
+    WindowCloseAggregate,
+    WindowCloseFilter,
+    cname,
+)
+from ..semantics import typed_expression
+from ..syntax import and_terms
+from .binding import refuse_aggregates
+from .scope import AliasOnly, Scope, resolves
+
+
+class Joins:
+    """Planner methods that plan explicit joins and lookup joins."""
+
+    def join_explicit(self, left, right, j: exp.Join, side: str):
+        lnode, lscope = left
+        rnode, rscope = right
+        kind = {"INNER": "inner", "LEFT": "left", "RIGHT": "right", "FULL": "full"}.get(side)
+        if kind is None:
+            raise self.refuse(f"{side} JOIN", j)
+        cond = j.args.get("on")
+        conjuncts = list(and_terms(cond)) if cond is not None else []
+        lnode, rnode, expr_keys, conjuncts = self.expression_keys(lnode, lscope, rnode, rscope, conjuncts)
+        shifted = rscope.shifted(len(lnode.columns))
+        both = Scope(lscope.entries + shifted.entries)
+        if j.args.get("using"):
+            keys = []
+            for ident in j.args["using"]:
+                le = lscope.resolve(exp.column(ident.name), self)
+                re_ = shifted.resolve(exp.column(ident.name), self)
+                keys.append((le.index, re_.index - len(lnode.columns)))
+            node = self.make_join(lnode, rnode, kind, keys, None, both)
+            # an unqualified USING column means the left one; the right one stays reachable by its alias
+            using = {ident.name for ident in j.args["using"]}
+            entries = list(lscope.entries) + [
+                AliasOnly(e) if e.name in using else e for e in shifted.entries]
+            return node, Scope(entries)
+        keys, residual, rest = self.split_condition(conjuncts, lscope, shifted, both, len(lnode.columns))
+        keys = expr_keys + keys
+        if rest:
+            extra = exp.and_(*[self.bind(c, both) for c in rest])
+            residual = extra if residual is None else exp.and_(residual, extra)
+        if not keys:
+            raise self.refuse("a join without an equality condition (nested-loop join)", j)
+        return self.make_join(lnode, rnode, kind, keys, residual, both), both
+
+    def lookup_join(self, left, j: exp.Join, side: str):
+        """JOIN dim FOR SYSTEM_TIME AS OF PROCTIME() ON ...: a lookup into the dimension's state."""
+        version = j.this.args["version"]
+        when = version.args.get("expression")
+        if str(version.args.get("kind", "")).upper() != "AS OF" or not (
+                isinstance(when, exp.Anonymous) and when.name.lower() == "proctime"):
+            raise self.refuse(f"FOR SYSTEM_TIME {version.args.get('kind', '')} "
+                              f"{when.sql(dialect='postgres') if when is not None else ''} (only AS OF PROCTIME())", j)
+        if side not in ("INNER", "LEFT"):
+            raise self.refuse(f"{side} JOIN ... FOR SYSTEM_TIME AS OF PROCTIME() (only inner and left)", j)
+        table = j.this.copy()
+        table.set("version", None)
+        rnode, rscope = self.plan_item(table)
+        if not isinstance(rnode, Scan):
+            raise self.refuse("FOR SYSTEM_TIME AS OF PROCTIME() on anything but a table or view", j)
+        dim = self.resolve_object(rnode.source)
+        lnode, _ = left
+        if not self.append_only(lnode):
+            raise self.refuse("a temporal join whose left side is not append-only (a source, or an APPEND ONLY "
+                              "table, through filters and projections)", j)
+        node, scope = self.join_explicit(left, (rnode, rscope), j, side)
+        if not isinstance(node, Join) or node.right is not rnode:
+            raise self.refuse("a temporal join condition on expressions of the dimension (use its columns)", j)
+        dim_key = set(rnode.stream_key)
+        if not dim_key or not dim_key <= set(node.right_keys):
+            pk = ", ".join(dim.pk) or "it has none"
+            raise self.refuse(f"a temporal join whose ON does not cover the primary key of {rnode.source!r} "
+                              f"({pk})", j)
+        nl = len(node.left.columns)
+        lookup = LookupJoin(columns=node.columns, stream_key=list(node.left.stream_key), left=node.left,
+                            right=node.right, kind=node.kind, left_keys=node.left_keys,
+                            right_keys=node.right_keys, residual=node.residual, dimension=rnode.source)
+        if not lookup.stream_key:
+            lookup.stream_key = list(range(nl))
+        return lookup, scope
+
+    def append_only(self, node: Node) -> bool:
+        """Whether a plan only ever inserts: scans of append-only objects through filters,
+        projections, unions and lookup joins."""
+        if isinstance(node, Scan):
+            obj = self.resolve_object(node.source)
+            return obj is not None and bool(obj.append_only)
+        if isinstance(node, LookupJoin):
+            return self.append_only(node.left)
+        if isinstance(node, (WindowCloseAggregate, WindowCloseFilter)):  # emits once, never retracts
+            return True
+        if isinstance(node, (Map, UnionAll, ProjectSet)):
+            return all(self.append_only(c) for c in node.children)
+        return False
+
+    def expression_keys(self, lnode: Node, lscope: Scope, rnode: Node, rscope: Scope, conjuncts):
+        """Equalities between an expression of one side and an expression of the other (not both
+        plain columns) become join keys: each side computes its expression as a hidden column."""
+        lexprs, rexprs, rest = [], [], []
+        for c in conjuncts:
+            sides = None
+            if isinstance(c, exp.EQ) and not (isinstance(c.this, exp.Column) and isinstance(c.expression, exp.Column)):
+                a, b = c.this, c.expression
+                if resolves(self, a, lscope) and resolves(self, b, rscope):
+                    sides = (a, b)
+                elif resolves(self, b, lscope) and resolves(self, a, rscope):
+                    sides = (b, a)
+            if sides is None:
+                rest.append(c)
+                continue
+            lexprs.append(self.bind(sides[0], lscope))
+            rexprs.append(self.bind(sides[1], rscope))
+        if not lexprs:
+            return lnode, rnode, [], conjuncts
+        nl, nr = len(lnode.columns), len(rnode.columns)
+        lnode = self.with_columns(lnode, lexprs)
+        rnode = self.with_columns(rnode, rexprs)
+        return lnode, rnode, [(nl + i, nr + i) for i in range(len(lexprs))], rest
+
+    def split_condition(self, conjuncts, lscope: Scope, rscope: Scope, both: Scope, nleft: int):
+        """Equality conjuncts between a left column and a right column become join keys; conjuncts over
+        both sides become the residual; the others are returned untouched."""
+        keys, residual_parts, rest = [], [], []
+        lidx = {e.index for e in lscope.entries}
+        ridx = {e.index for e in rscope.entries}
+        for c in conjuncts:
+            try:
+                refs = {both.resolve(col, self).index for col in c.find_all(exp.Column)}
+            except ProgrammingError:
+                rest.append(c)
+                continue
+            if not refs or refs <= lidx or refs <= ridx or not refs <= (lidx | ridx):
+                rest.append(c)
+                continue
+            if isinstance(c, exp.EQ) and isinstance(c.this, exp.Column) and isinstance(c.expression, exp.Column):
+                a = both.resolve(c.this, self).index
+                b = both.resolve(c.expression, self).index
+                if a in lidx and b in ridx:
+                    keys.append((a, b - nleft))
+                    continue
+                if b in lidx and a in ridx:
+                    keys.append((b, a - nleft))
+                    continue
+            residual_parts.append(self.bind(c, both))
+        residual = exp.and_(*residual_parts) if residual_parts else None
+        return keys, residual, rest
+
+    def make_join(self, left: Node, right: Node, kind: str, keys, residual, both: Scope) -> Join:
+        nl = len(left.columns)
+        columns = [Col(c.name, c.type, c.hidden) for c in left.columns] + \
+                  [Col(c.name, c.type, c.hidden) for c in right.columns]
+        key: list[int] = []
+        # an outer join pads one side with NULLs, so the other side's join key must identify rows too
+        right_keys = [nl + rk for _, rk in keys] if kind != "inner" else []
+        for k in [lk for lk, _ in keys] + right_keys + left.stream_key + [nl + k for k in right.stream_key]:
+            if k not in key:
+                key.append(k)
+        if residual is not None:
+            refuse_aggregates(self, residual, "JOIN conditions")
+            residual = typed_expression(residual, {cname(i): c.type for i, c in enumerate(columns)})
+        return Join(columns=columns, stream_key=key, left=left, right=right, kind=kind,
+                    left_keys=[lk for lk, _ in keys], right_keys=[rk for _, rk in keys], residual=residual)
