@@ -403,8 +403,9 @@ class Cursor:
         from .storage.secrets import seal_options
 
         wh = self.conn.wh
-        # (a Kafka source takes no credential option yet: what it accepts keeps no secret)
-        seal_options(s.options, set(s.secret_options), wh.catalog(reload=True).secrets or {}, f"source {s.name!r}")
+        # a secret's clear value never reaches the catalog (s3.credentials.*: see storage.secrets)
+        s.options = seal_options(s.options, set(s.secret_options), wh.catalog(reload=True).secrets or {},
+                                 f"source {s.name!r}")
         wh.create_source(s)
 
     def _do_createsecret(self, s):

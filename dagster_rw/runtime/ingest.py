@@ -24,7 +24,7 @@ from ..sources.spec import KafkaSourceSpec
 from ..storage.catalog import SOURCE, TABLE, CatalogObject, key_name
 from ..storage.manifest import Manifest
 from ..storage.state_table import DELETED, StateTable
-from . import epochs, step
+from . import epochs, file_ingest, step
 from .watermarks import advance_watermark
 
 SOURCE_OFFSETS = "source_offsets"  # key of the per-source end offsets in an epoch record
@@ -88,10 +88,14 @@ def _previous(wh, obj: CatalogObject, newest: int) -> dict[int, int]:
 
 
 def barrier_offsets(wh):
-    """The `extra` for epochs.barrier: given the newest epoch, every source's end offsets."""
-    sources = [o for o in wh.catalog().objects.values() if is_connector(o)]
-    if not sources:
+    """The `extra` for epochs.barrier: given the newest epoch, every Kafka source's end offsets
+    and the files every file source takes."""
+    connectors = [o for o in wh.catalog().objects.values() if is_connector(o)]
+    sources = [o for o in connectors if not file_ingest.is_file_source(o)]
+    file_sources = [o for o in connectors if file_ingest.is_file_source(o)]
+    if not connectors:
         return None
+    take_files = file_ingest.barrier_files(wh, file_sources) if file_sources else None
     high: dict[str, dict[int, int] | None] = {}  # asked once per barrier, not once per retry
 
     def extra(newest: int) -> dict:
@@ -113,7 +117,8 @@ def barrier_offsets(wh):
                     end = min(end, start + bound)
                 ends[str(p)] = end
             out[obj.name] = ends
-        return {SOURCE_OFFSETS: out}
+        more = take_files(newest) if take_files is not None else {}
+        return {SOURCE_OFFSETS: out, **more} if out else more
 
     return extra
 
@@ -124,6 +129,11 @@ def pending(wh) -> dict[str, int]:
     out = {}
     for obj in wh.catalog().objects.values():
         if not is_connector(obj):
+            continue
+        if file_ingest.is_file_source(obj):
+            n = file_ingest.pending(wh, obj)
+            if n:
+                out[obj.name] = n
             continue
         try:
             hw = topic_of(obj, PROBE_TIMEOUT).end_offsets()
@@ -201,11 +211,17 @@ def refresh_connector(wh, obj: CatalogObject) -> int:
     if target <= committed:
         return committed
     t0 = time.perf_counter()
-    start = committed_offsets(m)
-    recorded = recorded_offsets(wh.store, obj, target) or {}
-    ends = {p: max(recorded.get(p, 0), start.get(p, 0)) for p in set(recorded) | set(start)}
-    ranges = {p: (start.get(p, 0), ends[p]) for p in ends if ends[p] > start.get(p, 0)}
-    rows, errors = read_rows(wh, obj, ranges, target)
+    if file_ingest.is_file_source(obj):
+        rows, bad, positions = file_ingest.read_epoch(wh, obj, m, target)
+        errors = pa.table([pa.array(c, f.type) for c, f in zip(zip(*bad), ERROR_SCHEMA)], schema=ERROR_SCHEMA) \
+            if bad else None
+    else:
+        start = committed_offsets(m)
+        recorded = recorded_offsets(wh.store, obj, target) or {}
+        ends = {p: max(recorded.get(p, 0), start.get(p, 0)) for p in set(recorded) | set(start)}
+        ranges = {p: (start.get(p, 0), ends[p]) for p in ends if ends[p] > start.get(p, 0)}
+        rows, errors = read_rows(wh, obj, ranges, target)
+        positions = {**m.positions, "offsets": {str(p): o for p, o in sorted(ends.items())}}
     engine = wh.engine
     ctx = step.StepContext(wh, obj, m, target, False, engine)
     if errors is not None:
@@ -215,8 +231,7 @@ def refresh_connector(wh, obj: CatalogObject) -> int:
     schema = step.object_schema(obj)
     delta = rows.select(schema.names).cast(schema).append_column(W, pa.array(np.ones(rows.num_rows, np.int64)))
     ctx.rows_in = rows.num_rows + (errors.num_rows if errors is not None else 0)
-    positions = {**m.positions, "offsets": {str(p): o for p, o in sorted(ends.items())}}
-    spec = spec_of(obj)
+    spec = file_ingest.spec_of(obj) if file_ingest.is_file_source(obj) else spec_of(obj)
     positions.update(advance_watermark(spec.watermark_column, spec.watermark_delay_us, m.positions, rows, target))
     nxt = dataclasses.replace(m, positions=positions)
     return step._commit_output(wh, obj, nxt, ctx, delta, committed, target, t0)
@@ -226,6 +241,8 @@ def source_snapshot(wh, obj: CatalogObject, m: Manifest) -> pa.Table:
     """A source's rows as of its committed epoch: it stores none, so read them again from Kafka
     (from its start offsets to its committed offsets; bad records are already in the error table)."""
     schema = step.object_schema(obj)
+    if file_ingest.is_file_source(obj):
+        return file_ingest.snapshot_rows(wh, obj, m).select(schema.names).cast(schema)
     start = _ints(obj.options.get("start_offsets", {}))
     ends = committed_offsets(m)
     ranges = {p: (start.get(p, 0), e) for p, e in ends.items() if e > start.get(p, 0)}
@@ -247,7 +264,10 @@ def source_errors(wh) -> pa.Table:
 
 
 def status_fields(wh, obj: CatalogObject, m: Manifest) -> dict:
-    """Status (and Dagster metadata) of a source: offsets reached, lag behind Kafka, bad records."""
+    """Status (and Dagster metadata) of a source: offsets reached, lag behind Kafka (files read,
+    files not taken yet), bad records."""
+    if file_ingest.is_file_source(obj):
+        return {**file_ingest.status_fields(wh, obj, m), "source_errors": sum(f.rows for f in m.state.get(ERRORS, []))}
     reached = committed_offsets(m)
     out = {
         "source_topic": spec_of(obj).topic,
@@ -262,6 +282,36 @@ def status_fields(wh, obj: CatalogObject, m: Manifest) -> dict:
         out["source_high_watermarks"] = None
         out["consumer_lag"] = None
     return out
+
+
+def connector_definition(statement) -> tuple[dict, dict]:
+    """A connector object's catalog options and its first manifest's positions (Kafka: the start
+    offsets; files: none read)."""
+    from ..sources.spec import source_spec
+
+    spec = source_spec(statement)
+    if isinstance(spec, file_ingest.FileSourceSpec):
+        return spec.to_options(), {"files": {}, "next_file": 0}
+    if spec.startup_mode == "earliest":
+        # Kafka need not be up to define a source that starts at the beginning (a project read
+        # offline, say): unknown partitions are then read from their first offset
+        try:
+            start = KafkaTopic(spec.bootstrap, spec.topic, PROBE_TIMEOUT).start_offsets()
+        except OperationalError:
+            start = {}
+    else:  # 'latest' means the end at CREATE, which only Kafka can tell
+        start = KafkaTopic(spec.bootstrap, spec.topic, PROBE_TIMEOUT).end_offsets()
+    offsets = {str(p): o for p, o in sorted(start.items())}
+    return {**spec.to_options(), "start_offsets": offsets}, {"offsets": offsets}
+
+
+def sealed_unapplied(wh, obj: CatalogObject, m: Manifest, upto: int) -> int:
+    """What a connector object has not read of the epochs up to `upto`: Kafka records, or files."""
+    if file_ingest.is_file_source(obj):
+        return file_ingest.sealed_unapplied(wh, obj, m, upto)
+    recorded = recorded_offsets(wh.store, obj, upto) or {}
+    committed = committed_offsets(m)
+    return sum(max(0, end - committed.get(p, 0)) for p, end in recorded.items())
 
 
 __all__ = ["SOURCE", "barrier_offsets", "pending", "refresh_connector", "source_errors", "source_snapshot"]

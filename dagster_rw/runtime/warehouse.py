@@ -49,6 +49,8 @@ DEFAULT_OPTIONS = {
     "spark_file_bytes": 128 << 20,  # what a Spark step aims at per output file (rows as Arrow holds them)
     "spark_broadcast_rows": 1_000_000,  # a Spark step reading at most this many change rows broadcasts them
     "source_split_records": 100_000,  # records per Spark task (split) of a source step
+    "source_split_bytes": 32 << 20,  # bytes of a file per piece (Spark task) of a file source step
+    "source_spark_threshold_bytes": 256 << 20,  # with 'auto', file source steps reading more use Spark tasks
     "sink_retry_attempts": 5,  # attempts per batch in one refresh of a sink (WITH retry.* overrides)
     "sink_retry_initial_seconds": 0.2,  # first backoff; doubles per failure, with jitter
     "sink_retry_max_seconds": 10.0,  # cap on one backoff
@@ -312,34 +314,22 @@ class Warehouse:
 
     def create_source(self, statement) -> bool:
         """CREATE SOURCE, or CREATE TABLE with a connector (which also stores the rows)."""
-        from ..sources.spec import kafka_spec
-
         s = statement
         cat = self.catalog(reload=True)
         if s.name in cat.objects:
             if s.if_not_exists:
                 return False
             raise ProgrammingError(f'relation "{s.name}" already exists')
-        spec = kafka_spec(s.name, s.sql, s.options, s.format, s.encode, s.encode_options, s.columns, s.watermark)
-        if spec.startup_mode == "earliest":
-            # Kafka need not be up to define a source that starts at the beginning (a project read
-            # offline, say): unknown partitions are then read from their first offset
-            try:
-                start = ingest.KafkaTopic(spec.bootstrap, spec.topic, ingest.PROBE_TIMEOUT).start_offsets()
-            except OperationalError:
-                start = {}
-        else:  # 'latest' means the end at CREATE, which only Kafka can tell
-            start = ingest.KafkaTopic(spec.bootstrap, spec.topic, ingest.PROBE_TIMEOUT).end_offsets()
-        offsets = {str(p): o for p, o in sorted(start.items())}
+        options, positions = ingest.connector_definition(s)
         created = epochs.newest_epoch(self.store)
         obj = CatalogObject(name=s.name, kind=TABLE if s.is_table else SOURCE, sql=s.sql,
                             columns=list(s.columns) + [Column(ROW_ID, "bigint", hidden=True)], pk=[],
                             stream_key=[ROW_ID], created_epoch=created, append_only=True,
-                            options={**spec.to_options(), "start_offsets": offsets})
+                            options=options)
         objects = dict(cat.objects)
         objects[s.name] = obj
         self.clear_leftovers(s.name)
-        m = Manifest(object=s.name, epoch=created, positions={"offsets": offsets})
+        m = Manifest(object=s.name, epoch=created, positions=positions)
         m = manifests.commit(self.store, m, [], 0)  # before the catalog, as for create_table
         self.commit_catalog(objects, f"CREATE {'TABLE' if s.is_table else 'SOURCE'} {s.name}")
         self.remember_manifest(m)
@@ -562,15 +552,13 @@ class Warehouse:
 
     def sealed_unapplied(self, upto: int | None = None) -> dict[str, int]:
         """Inputs holding data sealed in epochs up to `upto` (default: the newest) that they have not
-        applied yet, and how much: staged DML batches per table, Kafka records per source."""
+        applied yet, and how much: staged DML batches per table, Kafka records or files per source."""
         upto = epochs.newest_epoch(self.store) if upto is None else upto
         out = {}
         for obj in self.catalog().topological():
             m = self.manifest(obj.name)
             if ingest.is_connector(obj):
-                recorded = ingest.recorded_offsets(self.store, obj, upto) or {}
-                committed = ingest.committed_offsets(m)
-                n = sum(max(0, end - committed.get(p, 0)) for p, end in recorded.items())
+                n = ingest.sealed_unapplied(self, obj, m, upto)
             elif obj.kind == TABLE and not obj.options.get("as_query"):
                 committed = m.epoch if m.exists else obj.created_epoch
                 n = len(epochs.batches_for(self.store, obj.name, committed, upto)) if committed < upto else 0

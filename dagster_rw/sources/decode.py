@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.json as pajson
@@ -20,6 +21,7 @@ from ..engine.duck import DuckEngine, quote
 from ..storage.catalog import Column
 
 ENCODINGS = ("json", "csv")
+FILE_ENCODINGS = ("json", "csv", "parquet")
 # declared type -> the Arrow type pyarrow's JSON reader produces for it; the rest is read as text
 _JSON_WIRE = {
     "smallint": pa.int64(), "integer": pa.int64(), "bigint": pa.int64(),
@@ -71,10 +73,15 @@ class RecordDecoder:
             if joined.count(b"\n") != len(values) - 1 or b"\r" in joined:
                 # a newline is whitespace between JSON tokens (never inside a string), so it can go
                 joined = b"\n".join(v.replace(b"\n", b" ").replace(b"\r", b" ") for v in values)
+            return self._parse_block(joined)
+        return self._parse_block(b"\n".join(values) + b"\n")
+
+    def _parse_block(self, joined: bytes) -> pa.Table:
+        """Records one per line, parsed in one go."""
+        if self.encode == "json":
             opts = pajson.ParseOptions(explicit_schema=self.wire, unexpected_field_behavior="ignore")
             read = pajson.ReadOptions(block_size=max(1 << 20, min(len(joined) + 1, 64 << 20)))
             return pajson.read_json(io.BytesIO(joined), read_options=read, parse_options=opts)
-        joined = b"\n".join(values) + b"\n"
         return pacsv.read_csv(
             io.BytesIO(joined),
             read_options=pacsv.ReadOptions(column_names=[c.name for c in self.columns],
@@ -145,7 +152,7 @@ class RecordDecoder:
     def _cast(self, wire: pa.Table) -> tuple[pa.Table, list[tuple[int, str]]]:
         """The declared types, and (row, cause) for every value that does not fit its column."""
         select, checks = [], []
-        for c, w in zip(self.columns, self.wire):
+        for c, w in zip(self.columns, wire.schema):
             target = self.target.field(c.name).type
             src = f"w.{quote(c.name)}"
             if w.type == target:
@@ -172,3 +179,56 @@ class RecordDecoder:
                     bad.append((pos, p))
         return out.select([c.name for c in self.columns]).cast(self.target), bad
 
+
+    # -- whole files ---------------------------------------------------------------------------
+    def decode_lines(self, data: bytes) -> tuple[Decoded, np.ndarray]:
+        """Records one per line of a file's text (empty lines are no records): the decoded ones,
+        with `good` and error positions indexing the returned byte offsets of the records in `data`.
+        A block that parses whole is parsed in one go; only otherwise is it cut into records."""
+        buf = np.frombuffer(data, np.uint8)
+        nl = np.flatnonzero(buf == 10)
+        starts = np.concatenate(([0], nl + 1)).astype(np.int64)
+        ends = np.concatenate((nl, [len(data)])).astype(np.int64)
+        lengths = ends - starts
+        cr = np.zeros(len(starts), bool)
+        one = np.flatnonzero(lengths == 1)
+        cr[one] = buf[starts[one]] == 13
+        keep = (lengths > 0) & ~cr
+        starts, ends = starts[keep], ends[keep]
+        if not len(starts):
+            return Decoded(self.target.empty_table(), []), starts
+        try:
+            wire = self._parse_block(data if data.endswith(b"\n") else data + b"\n")
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            wire = None
+        if wire is not None and wire.num_rows == len(starts):
+            rows, bad = self._cast(wire)
+            errors = sorted(bad)
+            if not errors:
+                return Decoded(rows, list(range(len(starts)))), starts
+            bad_set = {pos for pos, _ in errors}
+            keep_rows = [pos for pos in range(len(starts)) if pos not in bad_set]
+            return Decoded(rows.take(pa.array(keep_rows, pa.int64())), keep_rows, errors), starts
+        return self.decode([data[s:e] for s, e in zip(starts.tolist(), ends.tolist())]), starts
+
+    def decode_table(self, table: pa.Table) -> Decoded:
+        """Rows already typed (a Parquet file's): the declared columns it has (the others NULL),
+        cast to the declared types; a value that does not fit its column makes its row bad."""
+        cols = []
+        for c, target in zip(self.columns, self.target):
+            if c.name in table.column_names:
+                col = table.column(c.name)
+                if pa.types.is_dictionary(col.type):
+                    col = col.cast(col.type.value_type)
+                cols.append(col)
+            else:
+                cols.append(pa.nulls(table.num_rows, target.type))
+        wire = pa.table(cols, names=[c.name for c in self.columns])
+        if wire.num_rows == 0:
+            return Decoded(self.target.empty_table(), [])
+        rows, bad = self._cast(wire)
+        if not bad:
+            return Decoded(rows, list(range(wire.num_rows)))
+        bad_set = {pos for pos, _ in bad}
+        keep = [pos for pos in range(wire.num_rows) if pos not in bad_set]
+        return Decoded(rows.take(pa.array(keep, pa.int64())), keep, sorted(bad))

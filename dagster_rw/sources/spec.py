@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 
 from ..errors import ProgrammingError, unsupported
 from ..types import display_name, duckdb_type, from_duckdb
-from .decode import ENCODINGS, check_supported
+from .decode import ENCODINGS, FILE_ENCODINGS, check_supported
 
 STARTUP_MODES = ("earliest", "latest")
 MAX_RECORDS_OPTION = "epoch.max.records.per.partition"
@@ -79,6 +79,20 @@ def _expression_type(expression, columns) -> str | None:
         return None
 
 
+FILE_CONNECTORS = ("posix_fs", "s3", "s3_v2")
+
+
+def source_spec(statement) -> KafkaSourceSpec | FileSourceSpec:
+    """The spec of a CREATE SOURCE / CREATE TABLE with a connector, by its connector."""
+    s = statement
+    connector = str(s.options.get("connector", "")).lower()
+    if connector in FILE_CONNECTORS:
+        return file_spec(s.name, s.sql, s.options, s.format, s.encode, s.encode_options, s.columns, s.watermark)
+    if connector != "kafka":
+        raise unsupported(f"the connector {connector!r} (only 'kafka', 'posix_fs' or 's3')", s.sql, obj=s.name)
+    return kafka_spec(s.name, s.sql, s.options, s.format, s.encode, s.encode_options, s.columns, s.watermark)
+
+
 def kafka_spec(name: str, sql: str, options: dict[str, str], fmt: str, encode: str,
                encode_options: dict[str, str], columns, watermark=None) -> KafkaSourceSpec:
     opts = dict(options)
@@ -129,3 +143,94 @@ def kafka_spec(name: str, sql: str, options: dict[str, str], fmt: str, encode: s
     return KafkaSourceSpec(topic=topic, bootstrap=bootstrap, startup_mode=mode, encode=encode,
                            delimiter=delimiter, max_records_per_partition=bound, watermark_column=wm_column,
                            watermark_delay_us=wm_delay)
+
+
+@dataclass
+class FileSourceSpec:
+    """A source reading the files under a folder (posix_fs) or in an S3 bucket (s3) that match a
+    glob pattern. Credentials are kept as the catalog stores them (sealed: see storage.secrets)."""
+
+    connector: str
+    match_pattern: str | None = None
+    root: str | None = None  # posix_fs.root
+    bucket: str | None = None  # s3.bucket_name
+    endpoint: str | None = None
+    region: str | None = None
+    access: str | None = None
+    secret: str | None = None
+    refresh_interval_sec: float = 60.0  # how long a listing stays fresh for the probe of new files
+    encode: str = "json"
+    delimiter: str = ","
+    header: bool = False  # CSV: the first line of every file names the columns
+    watermark_column: str | None = None
+    watermark_delay_us: int = 0
+
+    def to_options(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_options(cls, options: dict) -> FileSourceSpec:
+        return cls(**{k: v for k, v in options.items() if k in cls.__dataclass_fields__})
+
+    @property
+    def kind(self) -> str:
+        return "posix" if self.connector == "posix_fs" else "s3"
+
+
+_S3_OPTIONS = {"s3.bucket_name": "bucket", "s3.endpoint_url": "endpoint", "s3.region_name": "region",
+               "s3.credentials.access": "access", "s3.credentials.secret": "secret"}
+
+
+def file_spec(name: str, sql: str, options: dict[str, str], fmt: str, encode: str,
+              encode_options: dict[str, str], columns, watermark=None) -> FileSourceSpec:
+    opts = dict(options)
+    connector = opts.pop("connector", "").lower()
+    fields: dict = {"connector": "s3" if connector == "s3_v2" else connector,
+                    "match_pattern": opts.pop("match_pattern", None) or None}
+    if connector == "posix_fs":
+        root = opts.pop("posix_fs.root", None)
+        if not root:
+            raise ProgrammingError(f"{name!r}: the posix_fs connector needs posix_fs.root = '/a/folder'")
+        fields["root"] = root
+    else:
+        for option, key in _S3_OPTIONS.items():
+            if option in opts:
+                fields[key] = opts.pop(option) or None
+        if not fields.get("bucket"):
+            raise ProgrammingError(f"{name!r}: the s3 connector needs s3.bucket_name = '...'")
+        if bool(fields.get("access")) != bool(fields.get("secret")):
+            raise ProgrammingError(f"{name!r}: s3.credentials.access and s3.credentials.secret go together")
+    interval = opts.pop("refresh.interval.sec", None)
+    if interval is not None:
+        try:
+            fields["refresh_interval_sec"] = float(interval)
+        except ValueError:
+            fields["refresh_interval_sec"] = -1.0
+        if fields["refresh_interval_sec"] < 0:
+            raise ProgrammingError(f"{name!r}: refresh.interval.sec must be a number of seconds, not {interval!r}")
+    if opts:
+        raise unsupported(f"the option {sorted(opts)[0]} in WITH (...) of a {connector} source", sql, obj=name)
+    if fmt != "plain":
+        raise unsupported(f"FORMAT {fmt.upper() or '(none)'} (only FORMAT PLAIN: sources are append-only)",
+                          sql, obj=name)
+    if encode not in FILE_ENCODINGS:
+        raise unsupported(f"ENCODE {encode.upper() or '(none)'} (only ENCODE JSON, CSV or PARQUET)", sql, obj=name)
+    enc = dict(encode_options)
+    delimiter = enc.pop("delimiter", ",")
+    header = False
+    if encode == "csv":
+        without = enc.pop("without_header", "true").lower()
+        if without not in ("true", "false"):
+            raise ProgrammingError(f"{name!r}: without_header is 'true' or 'false', not {without!r}")
+        header = without == "false"
+        if len(delimiter) != 1:
+            raise ProgrammingError(f"{name!r}: the CSV delimiter must be one character, not {delimiter!r}")
+    if enc:
+        raise unsupported(f"the ENCODE option {sorted(enc)[0]}", sql, obj=name)
+    bad = check_supported(columns, encode)
+    if bad:
+        raise unsupported(bad, sql, obj=name)
+    if watermark is not None:
+        fields["watermark_column"] = watermark[0]
+        fields["watermark_delay_us"] = watermark_delay(name, sql, watermark[0], watermark[1], columns)
+    return FileSourceSpec(**fields, encode=encode, delimiter=delimiter, header=header)

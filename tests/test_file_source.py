@@ -1,0 +1,376 @@
+"""File sources (posix_fs and s3): JSON lines, CSV and Parquet files read once each, as DuckDB reads them.
+
+Files are written in rounds while the source runs, with a FLUSH after each; after every FLUSH the
+source, a table with the connector and views over them must equal DuckDB's answer over the files
+written so far (DuckDB's read_json / read_csv / read_parquet in the test's own connection). Pieces
+as small as a few bytes make every file several pieces; a process SIGKILLed between reading and
+committing loses and doubles nothing; bad records land in rw_source_errors.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import uuid
+import warnings
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from oracle import assert_same
+
+import dagster_rw
+from dagster_rw.errors import ProgrammingError
+from dagster_rw.runtime import epochs
+from dagster_rw.sources import files
+
+warnings.filterwarnings("ignore")
+
+EPOCH0 = datetime.datetime(2024, 3, 1, 12, 0, 0)
+IG = "{'i': 'INTEGER', 'g': 'INTEGER'}"
+ID_V = "{'id': 'INTEGER', 'v': 'INTEGER'}"
+
+
+def write_whole(path: str, data: bytes) -> None:
+    """As a producer should: written under a hidden name, renamed into place."""
+    tmp = os.path.join(os.path.dirname(path), "." + os.path.basename(path) + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def json_lines(rows: list[dict]) -> bytes:
+    return b"".join(json.dumps(r).encode() + b"\n" for r in rows)
+
+
+def posix(root, pattern: str = "*.json", **extra) -> str:
+    opts = {"connector": "posix_fs", "posix_fs.root": str(root), "match_pattern": pattern, **extra}
+    return "WITH (" + ", ".join(f"{k} = '{v}'" for k, v in opts.items()) + ")"
+
+
+def duck_json(folder, columns: str) -> str:
+    return (f"read_json('{folder}/*.json', format = 'newline_delimited', columns = {columns})")
+
+
+# -- pieces --------------------------------------------------------------------------------------
+
+@settings(max_examples=60, deadline=None)
+@given(lines=st.lists(st.text(alphabet="ab{}\r ", max_size=12), max_size=12),
+       split=st.integers(1, 40), header=st.booleans(), final_newline=st.booleans())
+def test_pieces_cut_anywhere_hold_every_line_once(tmp_path_factory, lines, split, header, final_newline):
+    folder = tmp_path_factory.mktemp("pieces")
+    data = "\n".join(lines).encode() + (b"\n" if final_newline and lines else b"")
+    (folder / "f.txt").write_bytes(data)
+    loc = {"kind": "posix", "root": str(folder)}
+    got = []
+    for start, end in files.cut(loc, "json", "f.txt", len(data), split):
+        first, chunk = files.text_piece(loc, "f.txt", len(data), start, end, header)
+        at = first
+        for line in chunk.split(b"\n")[:-1] if chunk.endswith(b"\n") else chunk.split(b"\n"):
+            if chunk:
+                got.append((at, line))
+            at += len(line) + 1
+    expected, at = [], 0
+    for i, line in enumerate(data.split(b"\n")[:-1] if data.endswith(b"\n") else data.split(b"\n") if data else []):
+        if not (header and i == 0):
+            expected.append((at, line))
+        at += len(line) + 1
+    assert got == expected
+
+
+# -- JSON, in rounds -----------------------------------------------------------------------------
+
+rounds_of_rows = st.lists(st.lists(st.tuples(st.integers(0, 4), st.integers(-1000, 1000)), max_size=25),
+                          min_size=1, max_size=4)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
+@given(rounds=rounds_of_rows, split=st.sampled_from([9, 64, 32 << 20]))
+def test_json_files_added_while_running_are_read_once_as_duckdb_reads_them(tmp_path_factory, rounds, split):
+    folder = tmp_path_factory.mktemp("in")
+    conn = dagster_rw.connect(str(tmp_path_factory.mktemp("wh")), source_split_bytes=split)
+    ddl = f"(id INT, k INT, v BIGINT) {posix(folder, 'in/*.json', **{'refresh.interval.sec': '0'})} FORMAT PLAIN ENCODE JSON"
+    os.makedirs(folder / "in")
+    conn.execute(f"CREATE SOURCE s {ddl}")
+    conn.execute(f"CREATE TABLE t {ddl}")
+    conn.execute("CREATE MATERIALIZED VIEW by_k AS SELECT k, count(*) AS n, sum(v) AS sv FROM s GROUP BY k")
+    conn.execute("CREATE MATERIALIZED VIEW pos AS SELECT id, v FROM t WHERE v > 0")
+    (folder / "in" / "skipped.csv").write_text("not,json\n")  # not matched by the pattern
+    oracle = duckdb.connect()
+    next_id = 0
+    for i, rows in enumerate(rounds):
+        batch = [{"id": next_id + j, "k": k, "v": v} for j, (k, v) in enumerate(rows)]
+        next_id += len(rows)
+        write_whole(str(folder / "in" / f"r{i:02d}.json"), json_lines(batch))
+        assert conn.pending_inputs() == {"s": 1, "t": 1}  # a new file, seen by the next barrier
+        conn.flush()
+        assert conn.pending_inputs() == {}
+        src = duck_json(folder / "in", "{'id': 'INTEGER', 'k': 'INTEGER', 'v': 'BIGINT'}")
+        assert_same(conn.execute("SELECT k, n, sv FROM by_k").fetchall(),
+                    oracle.sql(f"SELECT k, count(*), sum(v) FROM {src} GROUP BY k").fetchall(), f"by_k, round {i}")
+        assert_same(conn.execute("SELECT id, v FROM pos").fetchall(),
+                    oracle.sql(f"SELECT id, v FROM {src} WHERE v > 0").fetchall(), f"pos, round {i}")
+        assert_same(conn.execute("SELECT id, k, v FROM t").fetchall(), oracle.sql(f"SELECT * FROM {src}").fetchall(),
+                    f"t, round {i}")
+    conn.flush()  # nothing new: nothing read twice
+    src = duck_json(folder / "in", "{'id': 'INTEGER', 'k': 'INTEGER', 'v': 'BIGINT'}")
+    assert_same(conn.execute("SELECT id, k, v FROM s").fetchall(), oracle.sql(f"SELECT * FROM {src}").fetchall(), "s")
+    status = {s["name"]: s for s in conn.status()}
+    assert status["t"]["source_files"] == len(rounds) and status["t"]["source_files_pending"] == 0
+    conn.close()
+
+
+# -- bad records ---------------------------------------------------------------------------------
+
+def test_bad_records_land_in_rw_source_errors_and_the_rest_equals_duckdb(tmp_path, conn):
+    lines = [b'{"id": 1, "name": "a"}', b'{"id": "one"}', b"{broken", b"", b'{"id": 3, "name": null}',
+             b'{"id": 2147483648}', b'{"name": "no id"}', b"[1, 2]", b'{"id": 4, "name": "d"}']
+    data = b"\n".join(lines) + b"\n"
+    write_whole(str(tmp_path / "a.json"), data)
+    conn.execute(f"CREATE TABLE j (id INT, name VARCHAR) {posix(tmp_path)} FORMAT PLAIN ENCODE JSON")
+    conn.flush()
+    oracle = duckdb.connect()
+    # DuckDB's own reading of each line: valid JSON objects whose id is a JSON integer of INT range
+    lines_sql = (f"SELECT unnest(string_split(content, chr(10))) AS line FROM read_text('{tmp_path}/a.json')")
+    good = ("CASE WHEN NOT json_valid(line) THEN false WHEN json_type(line) <> 'OBJECT' THEN false "
+            "ELSE json_type(line, '$.id') IS NULL OR json_type(line, '$.id') = 'NULL' OR "
+            "(json_type(line, '$.id') IN ('BIGINT', 'UBIGINT') AND TRY_CAST(line->>'$.id' AS INTEGER) IS NOT NULL) END")
+    assert_same(conn.execute("SELECT id, name FROM j").fetchall(),
+                oracle.sql(f"SELECT CAST(line->>'$.id' AS INTEGER), line->>'$.name' FROM (SELECT line FROM "
+                           f"({lines_sql}) WHERE {good})").fetchall(), "good records")
+    errors = conn.execute('SELECT source, topic, "offset", raw_value, error FROM rw_source_errors').fetchall()
+    bad = oracle.sql(f"SELECT line FROM ({lines_sql}) WHERE line <> '' AND NOT ({good})").fetchall()
+    assert sorted(e[3] for e in errors) == sorted(b[0] for b in bad)
+    assert all(e[:2] == ("j", "a.json") and e[4] for e in errors)
+    for e in errors:  # the offset is where the record starts in the file
+        assert data[e[2]:].split(b"\n", 1)[0].decode() == e[3]
+
+
+# -- CSV -----------------------------------------------------------------------------------------
+
+def test_csv_files_with_and_without_a_header_equal_duckdb(tmp_path, warehouse):
+    (tmp_path / "h").mkdir()
+    (tmp_path / "n").mkdir()
+    write_whole(str(tmp_path / "h" / "1.csv"), b"v;id;extra\n10;1;x\n;2;y\n30;3;z\nbad;4;w\n")
+    write_whole(str(tmp_path / "h" / "2.csv"), b"id;v\n5;50\n")  # another file, another header
+    write_whole(str(tmp_path / "n" / "1.csv"), b"1,10\n2,\n3,30\n")
+    with dagster_rw.connect(warehouse, source_split_bytes=7) as conn:
+        conn.execute(f"CREATE TABLE h (id INT, v INT) {posix(tmp_path / 'h', '*.csv')} "
+                     "FORMAT PLAIN ENCODE CSV (without_header = 'false', delimiter = ';')")
+        conn.execute(f"CREATE SOURCE n (id INT, v INT) {posix(tmp_path / 'n', '*.csv')} FORMAT PLAIN ENCODE CSV")
+        conn.execute("CREATE MATERIALIZED VIEW nv AS SELECT id, v FROM n")
+        conn.flush()
+        oracle = duckdb.connect()
+        assert_same(conn.execute("SELECT id, v FROM h").fetchall(), oracle.sql(
+            f"SELECT CAST(id AS INTEGER), TRY_CAST(v AS INTEGER) FROM read_csv('{tmp_path}/h/*.csv', header = true, delim = ';', "
+            "union_by_name = true, all_varchar = true) WHERE v IS NULL OR TRY_CAST(v AS INTEGER) IS NOT NULL").fetchall(), "h")
+        assert_same(conn.execute("SELECT id, v FROM nv").fetchall(), oracle.sql(
+            f"SELECT * FROM read_csv('{tmp_path}/n/*.csv', header = false, columns = "
+            "{'id': 'INTEGER', 'v': 'INTEGER'})").fetchall(), "nv")
+        assert conn.execute("SELECT topic, raw_value FROM rw_source_errors").fetchall() == [("1.csv", "bad;4;w")]
+
+
+# -- Parquet -------------------------------------------------------------------------------------
+
+def test_parquet_row_groups_are_pieces_and_values_that_do_not_fit_are_errors(tmp_path, warehouse):
+    n = 40
+    table = pa.table({"id": pa.array(range(n), pa.int64()),
+                      "ts": pa.array([EPOCH0 + datetime.timedelta(seconds=i) for i in range(n)], pa.timestamp("ns")),
+                      "code": pa.array([str(i) if i % 13 else "x" for i in range(n)]),
+                      "ignored": pa.array([1.5] * n)})
+    pq.write_table(table, str(tmp_path / "a.parquet"), row_group_size=6)
+    pq.write_table(table.slice(0, 3).drop_columns(["code"]), str(tmp_path / "b.parquet"))  # lacks a column
+    with dagster_rw.connect(warehouse, source_split_bytes=1) as conn:
+        conn.execute(f"CREATE SOURCE p (id INT, ts TIMESTAMP, code INT) {posix(tmp_path, '*.parquet')} "
+                     "FORMAT PLAIN ENCODE PARQUET")
+        conn.execute("CREATE MATERIALIZED VIEW pv AS SELECT id, ts, code FROM p")
+        conn.flush()
+        store = conn.wh.store  # the barrier took a.parquet as one piece per row group
+        pieces = {e["path"]: e["pieces"] for e_ in epochs.epoch_numbers(store)
+                  for e in epochs.load_epoch(store, e_).get("source_files", {}).get("p", [])}
+        assert pieces["a.parquet"] == [[g, g + 1] for g in range(7)]
+        oracle = duckdb.connect()
+        assert_same(conn.execute("SELECT id, ts, code FROM pv").fetchall(), oracle.sql(
+            f"SELECT id, ts, TRY_CAST(code AS INTEGER) FROM read_parquet('{tmp_path}/*.parquet', union_by_name = true) "
+            "WHERE code IS NULL OR TRY_CAST(code AS INTEGER) IS NOT NULL").fetchall(), "pv")
+        errors = conn.execute('SELECT topic, "offset", error FROM rw_source_errors ORDER BY 2').fetchall()
+        assert [(t, o) for t, o, _ in errors] == [("a.parquet", i) for i in range(0, n, 13)]
+        assert all("code" in e for _, _, e in errors)
+
+
+# -- exactly once across a SIGKILL -----------------------------------------------------------------
+
+_KILLED_STEP = textwrap.dedent("""
+    import os, signal, sys
+    sys.path.insert(0, {root!r})
+    import dagster_rw
+    from dagster_rw.runtime import step
+
+    real_commit = step._commit_output
+
+    def commit_then_maybe_die(wh, obj, m, ctx, delta, start, target, t0, **kw):
+        if obj.name == "x":
+            print("read", ctx.rows_in, flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)  # after reading, before the manifest commit
+        return real_commit(wh, obj, m, ctx, delta, start, target, t0, **kw)
+
+    step._commit_output = commit_then_maybe_die
+    conn = dagster_rw.connect({warehouse!r}, source_split_bytes=100)
+    conn.flush()
+""")
+
+
+def test_exactly_once_when_killed_between_reading_and_committing(tmp_path, warehouse):
+    folder = tmp_path / "in"
+    folder.mkdir()
+
+    def add(name: str, ids) -> None:
+        write_whole(str(folder / name), json_lines([{"i": i, "g": i % 7} for i in ids]))
+
+    with dagster_rw.connect(warehouse, source_split_bytes=100) as c:
+        c.execute(f"CREATE TABLE x (i INT, g INT) {posix(folder)} FORMAT PLAIN ENCODE JSON")
+        c.execute("CREATE MATERIALIZED VIEW xs AS SELECT g, count(*) AS n, count(DISTINCT i) AS d FROM x GROUP BY g")
+        add("a.json", range(0, 50))
+        add("b.json", range(50, 120))
+        c.flush()
+    add("c.json", range(120, 150))
+    add("d.json", range(150, 210))
+    script = tmp_path / "killed.py"
+    root = os.path.dirname(os.path.dirname(os.path.abspath(dagster_rw.__file__)))
+    script.write_text(_KILLED_STEP.format(root=root, warehouse=warehouse))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    assert "read 90" in proc.stdout  # it had read the two new files when it died
+    add("e.json", range(210, 215))
+    with dagster_rw.connect(warehouse) as c:
+        c.flush()
+        c.flush()
+        assert c.execute("SELECT count(*), count(DISTINCT i) FROM x").fetchall() == [(215, 215)]
+        oracle = duckdb.connect()
+        assert_same(c.execute("SELECT g, n, d FROM xs").fetchall(), oracle.sql(
+            f"SELECT g, count(*), count(DISTINCT i) FROM {duck_json(folder, IG)} "
+            "GROUP BY g").fetchall(), "xs after the restart")
+
+
+# -- a window closed by the watermark --------------------------------------------------------------
+
+@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
+@given(rounds=st.lists(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 100), st.integers(0, 19)),
+                                min_size=1, max_size=12), min_size=1, max_size=4),
+       delay=st.integers(0, 6))
+def test_a_tumbling_window_closed_by_the_watermark_equals_duckdb(tmp_path_factory, rounds, delay):
+    folder = tmp_path_factory.mktemp("ev")
+    conn = dagster_rw.connect(str(tmp_path_factory.mktemp("wh")))
+    conn.execute(f"CREATE SOURCE ev (k INT, v INT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '{delay}' SECOND) "
+                 f"{posix(folder)} FORMAT PLAIN ENCODE JSON")
+    conn.execute("CREATE MATERIALIZED VIEW closed AS SELECT window_start, count(*) AS n, max(v) AS mx "
+                 "FROM TUMBLE(ev, ts, INTERVAL '10' SECOND) GROUP BY window_start EMIT ON WINDOW CLOSE")
+    oracle = duckdb.connect()
+    top = None
+    for i, batch in enumerate(rounds):
+        # each round's events come after the previous round's watermark: none is late
+        events = [{"k": k, "v": v, "ts": (EPOCH0 + datetime.timedelta(seconds=i * 20 + s)).isoformat(sep=" ")}
+                  for k, v, s in batch]
+        write_whole(str(folder / f"e{i}.json"), json_lines(events))
+        top = max([top or EPOCH0, *(datetime.datetime.fromisoformat(e["ts"]) for e in events)])
+        conn.flush()
+        watermark = top - datetime.timedelta(seconds=delay)
+        src = duck_json(folder, "{'k': 'INTEGER', 'v': 'INTEGER', 'ts': 'TIMESTAMP'}")
+        expected = oracle.sql(
+            f"SELECT time_bucket(INTERVAL '10 seconds', ts) AS ws, count(*), max(v) FROM {src} GROUP BY ws "
+            f"HAVING ws + INTERVAL '10 seconds' <= TIMESTAMP '{watermark}'").fetchall()
+        assert_same(conn.execute("SELECT window_start, n, mx FROM closed").fetchall(), expected, f"round {i}")
+    conn.close()
+
+
+# -- S3 ------------------------------------------------------------------------------------------
+
+def test_s3_objects_through_moto_with_credentials_from_a_secret(s3_server, tmp_path, warehouse, monkeypatch):
+    from cryptography.fernet import Fernet
+
+    monkeypatch.setenv("DAGSTER_RW_SECRET_KEY", Fernet.generate_key().decode())
+    bucket = s3_server.create_bucket(f"src-{uuid.uuid4().hex[:8]}")
+    client = s3_server.client()
+    endpoint = s3_server.endpoint
+    for var in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(var, raising=False)  # the source must use its own options
+    client.put_object(Bucket=bucket, Key="ev/1.json", Body=json_lines([{"id": i, "v": i * 3} for i in range(30)]))
+    client.put_object(Bucket=bucket, Key="other/2.json", Body=json_lines([{"id": 99, "v": 0}]))
+    buf = pa.BufferOutputStream()
+    pq.write_table(pa.table({"id": pa.array(range(100, 130), pa.int32()), "v": pa.array(range(30), pa.int64())}),
+                   buf, row_group_size=8)
+    client.put_object(Bucket=bucket, Key="pq/1.parquet", Body=buf.getvalue().to_pybytes())
+    with dagster_rw.connect(warehouse, source_split_bytes=50) as conn:
+        conn.execute("CREATE SECRET s3_key WITH (backend = 'meta') AS 'testing'")
+        opts = (f"s3.bucket_name = '{bucket}', s3.endpoint_url = '{endpoint}', s3.region_name = 'us-east-1', "
+                "s3.credentials.access = 'testing', s3.credentials.secret = secret s3_key")
+        conn.execute(f"CREATE SOURCE sj (id INT, v INT) WITH (connector = 's3', match_pattern = 'ev/*.json', {opts}) "
+                     "FORMAT PLAIN ENCODE JSON")
+        conn.execute(f"CREATE TABLE sp (id INT, v BIGINT) WITH (connector = 's3_v2', match_pattern = 'pq/*.parquet', "
+                     f"{opts}) FORMAT PLAIN ENCODE PARQUET")
+        conn.execute("CREATE MATERIALIZED VIEW both_ AS SELECT id, v FROM sj UNION ALL SELECT id, CAST(v AS INT) FROM sp")
+        conn.flush()
+        client.put_object(Bucket=bucket, Key="ev/2.json", Body=json_lines([{"id": 500 + i, "v": i} for i in range(5)]))
+        conn.flush()
+        stored = conn.wh.get("sj").options
+        assert stored["access"].startswith("encrypted:") and stored["secret"] == "secret:s3_key"
+        local = tmp_path / "copy"
+        for key in ("ev/1.json", "ev/2.json", "pq/1.parquet"):  # DuckDB reads the same objects, copied here
+            os.makedirs(local / os.path.dirname(key), exist_ok=True)
+            (local / key).write_bytes(client.get_object(Bucket=bucket, Key=key)["Body"].read())
+        oracle = duckdb.connect()
+        assert_same(conn.execute("SELECT id, v FROM both_").fetchall(), oracle.sql(
+            f"SELECT * FROM {duck_json(local / 'ev', ID_V)} "
+            f"UNION ALL SELECT id, v FROM read_parquet('{local}/pq/*.parquet')").fetchall(), "both_")
+        assert {s["name"]: s.get("source_files") for s in conn.status()}["sp"] == 1
+
+
+# -- what is refused -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("with_, construct", [
+    ("WITH (connector = 'posix_fs', match_pattern = '*.json')", "posix_fs.root"),
+    ("WITH (connector = 's3', match_pattern = '*.json')", "s3.bucket_name"),
+    ("WITH (connector = 'posix_fs', posix_fs.root = '/tmp', compression_format = 'gzip')", "compression_format"),
+    ("WITH (connector = 'posix_fs', posix_fs.root = '/tmp', refresh.interval.sec = 'soon')", "refresh.interval.sec"),
+    ("WITH (connector = 's3', s3.bucket_name = 'b', s3.credentials.access = 'env:A')", "go together"),
+    ("WITH (connector = 'gcs', posix_fs.root = '/tmp')", "gcs"),
+])
+def test_unsupported_file_source_definitions_are_refused_at_create(conn, with_, construct):
+    with pytest.raises(ProgrammingError, match=construct):
+        conn.execute(f"CREATE SOURCE w (a INT) {with_} FORMAT PLAIN ENCODE JSON")
+    for tail, construct in [("FORMAT PLAIN ENCODE AVRO", "ENCODE AVRO"), ("FORMAT UPSERT ENCODE JSON", "FORMAT UPSERT"),
+                            ("FORMAT PLAIN ENCODE CSV (delimiter = ';;')", "delimiter")]:
+        with pytest.raises(ProgrammingError, match=construct):
+            conn.execute(f"CREATE SOURCE w (a INT) WITH (connector = 'posix_fs', posix_fs.root = '/tmp') {tail}")
+    assert conn.execute("SHOW SOURCES").fetchall() == []
+
+
+# -- Spark tasks read the pieces -------------------------------------------------------------------
+
+def test_spark_tasks_read_the_same_records_as_the_in_process_path(spark, tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    lines = [json.dumps({"id": i, "v": i * 2}).encode() for i in range(60)]
+    lines[17] = b'{"id": "bad"'
+    write_whole(str(folder / "a.json"), b"\n".join(lines) + b"\n")
+    pq.write_table(pa.table({"id": pa.array(range(1000, 1040)), "v": pa.array(range(40))}),
+                   str(folder / "b.parquet"), row_group_size=9)
+    results = []
+    for engine in ("spark", "duckdb"):
+        conn = dagster_rw.connect(str(tmp_path / engine), spark=spark, engine=engine, source_split_bytes=100)
+        conn.execute(f"CREATE TABLE j (id INT, v BIGINT) {posix(folder)} FORMAT PLAIN ENCODE JSON")
+        conn.execute(f"CREATE TABLE p (id INT, v BIGINT) {posix(folder, '*.parquet')} FORMAT PLAIN ENCODE PARQUET")
+        conn.flush()
+        results.append((sorted(conn.execute("SELECT id, v FROM j UNION ALL SELECT id, v FROM p").fetchall()),
+                        conn.execute('SELECT topic, "offset", raw_value FROM rw_source_errors').fetchall()))
+        conn.close()
+    assert results[0] == results[1]
+    rows, errors = results[0]
+    assert len(rows) == 59 + 40 and errors == [("a.json", sum(len(x) + 1 for x in lines[:17]), '{"id": "bad"')]
