@@ -18,7 +18,7 @@ from .sql.functions import inline_statement
 from .sql.semantics import typed_query
 from .storage.catalog import MATERIALIZED_VIEW, SOURCE, TABLE
 from .storage.object_store import open_store, wait_for_deletions
-from .storage.local_files import reports_disk_full
+from .storage.local_files import reports_file_errors
 
 apilevel = "2.0"
 threadsafety = 1
@@ -109,7 +109,7 @@ class Connection:
             raise InterfaceError("the connection is closed")
 
     # -- streaming API -------------------------------------------------------------------------
-    @reports_disk_full(lambda self, table, data: f"INSERT into {table!r}")
+    @reports_file_errors(lambda self, table, data: f"INSERT into {table!r}")
     def insert(self, table: str, data) -> int:
         """Bulk-load a pyarrow Table, a pandas DataFrame or a Spark DataFrame (same semantics as INSERT)."""
         self._check()
@@ -126,7 +126,7 @@ class Connection:
             self.flush()
         return n
 
-    @reports_disk_full("a barrier")
+    @reports_file_errors("a barrier")
     def barrier(self) -> int:
         self._check()
         return self.wh.barrier()
@@ -136,18 +136,18 @@ class Connection:
         self._check()
         return self.wh.pending_inputs()
 
-    @reports_disk_full(lambda self, name: f"the refresh of {name!r}")
+    @reports_file_errors(lambda self, name: f"the refresh of {name!r}")
     def refresh(self, name: str) -> int:
         self._check()
         self.wh.sync()
         return self.wh.refresh(name)
 
-    @reports_disk_full("FLUSH")
+    @reports_file_errors("FLUSH")
     def flush(self) -> int:
         self._check()
         return self.wh.flush()
 
-    @reports_disk_full("compaction")
+    @reports_file_errors("compaction")
     def compact(self, name: str | None = None) -> int:
         """Merge state files (of one object, or of all); returns how many files were removed."""
         self._check()
@@ -358,7 +358,7 @@ class Cursor:
     def _columns(self, names: list[str], rows):
         self._result([(n, "VARCHAR", None, None, None, None, None) for n in names], rows)
 
-    @reports_disk_full(lambda self, sql, parameters=None: " ".join(sql.split()[:2]).upper() or "the statement")
+    @reports_file_errors(lambda self, sql, parameters=None: " ".join(sql.split()[:2]).upper() or "the statement")
     def execute(self, sql: str, parameters=None):
         self.conn._check()
         if parameters:

@@ -63,3 +63,13 @@ def _position(sql: str | None, node) -> str:
     line = sql.count("\n", 0, start) + 1
     col = start - (sql.rfind("\n", 0, start) + 1) + 1
     return f" (line {line}, column {col})"
+
+
+class BrokenObject(OperationalError):
+    """Objects could not advance (a file one needs is missing or corrupt); the others did.
+    `broken`: object -> cause; `skipped`: objects downstream of them, left where they were."""
+
+    def __init__(self, message: str, broken: dict[str, str] | None = None, skipped: list[str] | None = None):
+        super().__init__(message)
+        self.broken = dict(broken or {})
+        self.skipped = list(skipped or [])

@@ -200,7 +200,7 @@ def test_a_create_table_whose_manifest_cannot_be_written_leaves_no_trace(conn, m
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(wh_module.manifests, "commit", failing)
-    with pytest.raises(OSError):
+    with pytest.raises(OperationalError, match="CREATE TABLE: the disk is full"):
         cur.execute("CREATE TABLE u (a INT)")
     monkeypatch.setattr(wh_module.manifests, "commit", real)
     assert _objects(conn) == ["t"]

@@ -33,7 +33,7 @@ from ..storage.pack import Pack
 from ..storage.object_store import ObjectStore
 from ..storage.state_table import write_sorted
 from .. import after_fork as fork
-from . import epochs, ingest, row_ids, step
+from . import epochs, ingest, isolation, row_ids, step
 from .compaction import Compactor
 
 DEFAULT_OPTIONS = {
@@ -643,10 +643,9 @@ class Warehouse:
         self.pack = Pack(self.store) if self.store.packs_files else None
         step.hold_indexing(True)
         try:
-            try:
-                for obj in self.catalog().topological():
-                    if obj.kind != catalogs.SINK:
-                        self.refresh(obj.name)
+            try:  # an object that cannot advance is left behind with its consumers (runtime/isolation.py)
+                broken, skipped = isolation.step_all(
+                    self, [o for o in self.catalog().topological() if o.kind != catalogs.SINK])
             except BaseException:
                 self.pipelining = False
                 self.settle(report=False)  # the step's own error is the one to report
@@ -667,6 +666,7 @@ class Warehouse:
         if self.options["flush_delivers_sinks"]:  # after every view committed: views never wait for sinks
             for obj in [o for o in self.catalog().topological() if o.kind == catalogs.SINK]:
                 self.sinks.deliver_best_effort(self, obj)
+        isolation.report(self, broken, skipped)  # raises BrokenObject, naming them, when some broke
         return newest
 
     def _publish_round(self) -> None:
@@ -732,6 +732,7 @@ class Warehouse:
     def status(self, names: list[str] | None = None) -> list[dict]:
         """Per object (all, or those named), its kind, committed epoch, lag and figures."""
         newest = epochs.newest_epoch(self.store)
+        broken = isolation.broken_objects(self)
         out = []
         for obj in self.catalog().topological():
             if names is not None and obj.name not in names:
@@ -748,5 +749,6 @@ class Warehouse:
                 "state_rows": m.state_rows(), "state_bytes": m.state_bytes(), "sst_files": m.sst_count(),
                 **{k: v for k, v in m.stats.items() if k != "committed_at"},
                 **(ingest.status_fields(self, obj, m) if ingest.is_connector(obj) else {}),
+                "broken": broken.get(obj.name),  # why its last step failed, while it stays there
             })
         return out

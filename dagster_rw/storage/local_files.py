@@ -32,9 +32,22 @@ def disk_full_error(e: BaseException, what: str) -> OperationalError:
                             "(what was not committed is redone)")
 
 
-def reports_disk_full(what):
-    """A decorator: a full disk met inside the function is an OperationalError saying so (`what`
-    names the work, or is a callable of the call's arguments that does)."""
+def is_unreadable_file(e: BaseException) -> bool:
+    """Whether `e` says a file the warehouse lists is missing or cannot be read as what it should
+    be (a truncated or overwritten Parquet file), from the OS, pyarrow or DuckDB."""
+    if isinstance(e, FileNotFoundError):
+        return True
+    module = type(e).__module__.split(".")[0]
+    if module == "pyarrow":
+        return isinstance(e, (OSError, ValueError))  # ArrowIOError, ArrowInvalid (not a Parquet file...)
+    return module in ("duckdb", "_duckdb") and type(e).__name__ in ("IOException", "InvalidInputException") \
+        and any(t in str(e) for t in ("parquet", "Parquet", "No files found", "Could not read"))
+
+
+def reports_file_errors(what):
+    """A decorator: a full disk, or a file missing or corrupt, met inside the function is an
+    OperationalError saying so (`what` names the work, or is a callable of the call's arguments
+    that does)."""
     def wrap(fn):
         @functools.wraps(fn)
         def run(*args, **kwargs):
@@ -43,6 +56,10 @@ def reports_disk_full(what):
             except Exception as e:
                 if is_disk_full(e):
                     raise disk_full_error(e, what(*args, **kwargs) if callable(what) else what) from e
+                if is_unreadable_file(e):
+                    work = what(*args, **kwargs) if callable(what) else what
+                    first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                    raise OperationalError(f"{work}: a file the warehouse lists is missing or corrupt: {first}") from e
                 raise
         return run
     return wrap
