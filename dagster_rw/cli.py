@@ -1,4 +1,5 @@
-"""The `dagster-rw` command: run SQL, an interactive shell, status, the demo and the sqllogictest runner."""
+"""The `dagster-rw` command: run SQL, an interactive shell, status, continuous mode, the demo and the
+sqllogictest runner."""
 from __future__ import annotations
 
 import argparse
@@ -113,6 +114,39 @@ def cmd_deploy(args) -> int:
     return 0
 
 
+def cmd_run(args) -> int:
+    """Continuous mode until SIGTERM or SIGINT: the tick in progress finishes, then the loop stops."""
+    import logging
+    import signal
+    import threading
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    say = logging.getLogger("dagster_rw.continuous")
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    with _connect(args) as conn:
+        report = None
+        if args.dagster:
+            import dagster as dg
+
+            from .dagster.continuous import EpochReporter
+            from .dagster.project import RwProject
+
+            report = EpochReporter(dg.DagsterInstance.get(), conn, RwProject(args.project) if args.project else None)
+
+        def on_epoch(tick):
+            say.info("epoch %d: %d object(s) advanced in %.3f s", tick.epoch, len(tick.advanced), tick.seconds)
+            if report is not None:
+                report(tick)
+
+        say.info("continuous mode on %s: a barrier every %.3g s while inputs have something new",
+                 args.warehouse or "./.dagster_rw", args.interval)
+        conn.run(interval=args.interval, stop=stop, on_epoch=on_epoch, max_ticks=args.max_epochs)
+    say.info("continuous mode stopped")
+    return 0
+
+
 def cmd_slt(args) -> int:
     from .slt import main as slt_main
 
@@ -140,6 +174,13 @@ def main(argv=None) -> int:
     dp = sub.add_parser("deploy", help="create the objects a SQL project folder declares that the warehouse lacks")
     dp.add_argument("project")
     dp.set_defaults(func=cmd_deploy)
+    r = sub.add_parser("run", help="continuous mode: FLUSH every interval while inputs have something new")
+    r.add_argument("--interval", type=float, default=1.0, help="seconds between barriers (default 1)")
+    r.add_argument("--dagster", action="store_true",
+                   help="report each committed epoch to the Dagster instance of DAGSTER_HOME as runless materializations")
+    r.add_argument("--project", help="SQL project folder: asset keys as its Dagster assets name them")
+    r.add_argument("--max-epochs", type=int, default=None, help="stop after this many epochs (default: never)")
+    r.set_defaults(func=cmd_run)
     t = sub.add_parser("slt", help="run sqllogictest files")
     t.add_argument("paths", nargs="+")
     t.add_argument("--verbose", "-v", action="store_true")

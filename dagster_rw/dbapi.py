@@ -147,6 +147,17 @@ class Connection:
         self._check()
         return self.wh.flush()
 
+    def run(self, interval: float = 1.0, stop=None, on_epoch=None, on_error=None, max_ticks: int | None = None,
+            max_failures: int | None = None) -> int:
+        """Continuous mode (runtime/continuous.py): every `interval` seconds, when an input has
+        something new, FLUSH. Runs until `stop` (a threading.Event) is set or `max_ticks` ticks
+        committed something; `on_epoch(tick)` hears of each. Returns how many ticks committed."""
+        from .runtime import continuous
+
+        self._check()
+        return continuous.run(self.wh, interval, stop=stop, on_epoch=on_epoch, on_error=on_error,
+                              max_ticks=max_ticks, max_failures=max_failures)
+
     @reports_file_errors("compaction")
     def compact(self, name: str | None = None) -> int:
         """Merge state files (of one object, or of all); returns how many files were removed."""

@@ -230,6 +230,32 @@ def status_metadata(conn, name: str, already: dict) -> dict:
     return out
 
 
+def materialization_metadata(conn, name: str, epoch: int, stepped: bool, seconds: float) -> dict:
+    """The metadata of an object's materialization at `epoch` (`stepped`: it advanced to it, so
+    its step's figures apply), whether a run's step or continuous mode recorded it."""
+    after = conn.wh.manifest(name)
+    newest = epochs.newest_epoch(conn.wh.store)
+    stats = after.stats if stepped else {}
+    row_count = after.stats.get("row_count")
+    if row_count is None:
+        row_count = conn.engine.num_rows(conn.wh.snapshot(name))
+    metadata = {
+        "dagster_rw/epoch": epoch,
+        "dagster_rw/lag_epochs": newest - epoch,
+        "dagster_rw/epochs_processed": int(stats.get("epochs_processed", 0)),
+        "dagster_rw/rows_inserted": int(stats.get("rows_inserted", 0)),
+        "dagster_rw/rows_deleted": int(stats.get("rows_deleted", 0)),
+        "dagster_rw/state_rows": after.state_rows(),
+        "dagster_rw/state_bytes": after.state_bytes(),
+        "dagster_rw/sst_files": after.sst_count(),
+        "dagster_rw/step_seconds": float(round(seconds, 6)),
+        "dagster_rw/engine": str(stats.get("engine", "none (already at the newest epoch)")),
+        "dagster/row_count": int(row_count),
+    }
+    metadata.update(status_metadata(conn, name, metadata))
+    return metadata
+
+
 def spec_object(spec: dg.AssetSpec) -> tuple[str | None, str | None]:
     """The (project folder, object name) an rw asset spec stands for; (None, None) for other specs."""
     def plain(v):
@@ -307,28 +333,8 @@ class RwRefresh:
                 for check_key in check_keys:
                     yield self._check(conn, name, check_key)
             raise
-        seconds = time.perf_counter() - t0
-        after = conn.wh.manifest(name)
-        newest = epochs.newest_epoch(conn.wh.store)
-        stepped = before_epoch is None or epoch != before_epoch
-        stats = after.stats if stepped else {}
-        row_count = after.stats.get("row_count")
-        if row_count is None:
-            row_count = conn.engine.num_rows(conn.wh.snapshot(name))
-        metadata = {
-            "dagster_rw/epoch": epoch,
-            "dagster_rw/lag_epochs": newest - epoch,
-            "dagster_rw/epochs_processed": int(stats.get("epochs_processed", 0)),
-            "dagster_rw/rows_inserted": int(stats.get("rows_inserted", 0)),
-            "dagster_rw/rows_deleted": int(stats.get("rows_deleted", 0)),
-            "dagster_rw/state_rows": after.state_rows(),
-            "dagster_rw/state_bytes": after.state_bytes(),
-            "dagster_rw/sst_files": after.sst_count(),
-            "dagster_rw/step_seconds": float(round(seconds, 6)),
-            "dagster_rw/engine": str(stats.get("engine", "none (already at the newest epoch)")),
-            "dagster/row_count": int(row_count),
-        }
-        metadata.update(status_metadata(conn, name, metadata))
+        metadata = materialization_metadata(conn, name, epoch, before_epoch is None or epoch != before_epoch,
+                                            time.perf_counter() - t0)
         yield dg.MaterializeResult(asset_key=asset_key, metadata=metadata)
         for check_key in check_keys:
             yield self._check(conn, name, check_key)
