@@ -310,7 +310,7 @@ def test_s3_objects_through_moto_with_credentials_from_a_secret(s3_server, tmp_p
     with dagster_rw.connect(warehouse, source_split_bytes=50) as conn:
         conn.execute("CREATE SECRET s3_key WITH (backend = 'meta') AS 'testing'")
         opts = (f"s3.bucket_name = '{bucket}', s3.endpoint_url = '{endpoint}', s3.region_name = 'us-east-1', "
-                "s3.credentials.access = 'testing', s3.credentials.secret = secret s3_key")
+                "s3.credentials.access = 'AKIAFILESOURCE', s3.credentials.secret = secret s3_key")
         conn.execute(f"CREATE SOURCE sj (id INT, v INT) WITH (connector = 's3', match_pattern = 'ev/*.json', {opts}) "
                      "FORMAT PLAIN ENCODE JSON")
         conn.execute(f"CREATE TABLE sp (id INT, v BIGINT) WITH (connector = 's3_v2', match_pattern = 'pq/*.parquet', "
@@ -321,6 +321,11 @@ def test_s3_objects_through_moto_with_credentials_from_a_secret(s3_server, tmp_p
         conn.flush()
         stored = conn.wh.get("sj").options
         assert stored["access"].startswith("encrypted:") and stored["secret"] == "secret:s3_key"
+        everything = b""  # no clear credential in the warehouse: catalog, log, manifests, data
+        for folder, _, names in os.walk(warehouse):
+            for name in names:
+                everything += open(os.path.join(folder, name), "rb").read()
+        assert everything and b"AKIAFILESOURCE" not in everything and b"testing" not in everything
         local = tmp_path / "copy"
         for key in ("ev/1.json", "ev/2.json", "pq/1.parquet"):  # DuckDB reads the same objects, copied here
             os.makedirs(local / os.path.dirname(key), exist_ok=True)

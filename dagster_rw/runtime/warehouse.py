@@ -471,7 +471,7 @@ class Warehouse:
         if obj.kind != TABLE:
             raise ProgrammingError(f'cannot modify {table!r}: it is a materialized view')
         if ingest.is_connector(obj):
-            raise ProgrammingError(f"cannot modify {table!r}: its rows come from its Kafka connector "
+            raise ProgrammingError(f"cannot modify {table!r}: its rows come from its connector "
                                    "(DML on a table with a connector is not supported)")
         if obj.options.get("as_query"):
             raise ProgrammingError(f"cannot modify {table!r}: its rows come from its AS SELECT query "

@@ -20,15 +20,12 @@ import gzip
 import io
 import os
 import re
-import threading
 from functools import lru_cache
 
 import pyarrow as pa
 
 PIECE_SCHEMA = pa.schema([("file", pa.int64()), ("start", pa.int64()), ("data", pa.binary())])
 _CHUNK = 1 << 16  # read ahead this much at a time to finish a line that crosses a piece's end
-_CLIENTS: dict[tuple, object] = {}
-_LOCK = threading.Lock()
 
 
 def is_compressed(path: str) -> bool:
@@ -87,15 +84,17 @@ def _s3(loc: dict):
     from botocore.config import Config
 
     key = (loc.get("endpoint"), loc.get("region"), loc.get("access"), loc.get("secret"), os.getpid())
-    with _LOCK:
-        client = _CLIENTS.get(key)
-        if client is None:
-            client = boto3.client(
-                "s3", endpoint_url=loc.get("endpoint") or None, region_name=loc.get("region") or None,
-                aws_access_key_id=loc.get("access") or None, aws_secret_access_key=loc.get("secret") or None,
-                config=Config(retries={"max_attempts": 5, "mode": "standard"}, connect_timeout=10, read_timeout=60))
-            _CLIENTS[key] = client
-        return client
+    # one client per process and location, kept in the module's globals as looked up when called
+    # (a module-level cache would be pickled with the functions Spark ships)
+    clients = globals().setdefault("_S3_CLIENTS", {})
+    client = clients.get(key)
+    if client is None:
+        client = boto3.client(
+            "s3", endpoint_url=loc.get("endpoint") or None, region_name=loc.get("region") or None,
+            aws_access_key_id=loc.get("access") or None, aws_secret_access_key=loc.get("secret") or None,
+            config=Config(retries={"max_attempts": 5, "mode": "standard"}, connect_timeout=10, read_timeout=60))
+        client = clients.setdefault(key, client)
+    return client
 
 
 def describe(loc: dict) -> str:

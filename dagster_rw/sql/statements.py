@@ -409,6 +409,19 @@ def _parse_create_table(sql: str, words: list[str]) -> CreateTable:
                        if_not_exists=bool(tree.args.get("exists")), watermark=watermark)
 
 
+def _redact_literal_secrets(sql: str, options: dict[str, str], references: dict[str, str]) -> str:
+    """The statement's text as the catalog keeps it and SHOW displays it: the literal value of a
+    secret-like option (s3.credentials.secret, ...) replaced by '***' (the option itself is kept
+    encrypted, see storage.secrets); `secret name` and 'env:NAME' stay as written."""
+    from ..storage.secrets import ENV, REDACTED, is_secret_option
+
+    for key, value in options.items():
+        if key in references or not value or value.startswith(ENV) or not is_secret_option(key):
+            continue
+        sql = sql.replace("'" + value.replace("'", "''") + "'", f"'{REDACTED}'")
+    return sql
+
+
 def _parse_create_source(sql: str, is_table: bool) -> CreateSource:
     """CREATE SOURCE / CREATE TABLE ... WITH (connector = ...) FORMAT ... ENCODE ... (...)."""
     what = "CREATE TABLE" if is_table else "CREATE SOURCE"
@@ -463,6 +476,7 @@ def _parse_create_source(sql: str, is_table: bool) -> CreateSource:
             options[_property_key(prop)] = _property_value(parsed_sql, prop)
         else:
             raise unsupported(f"{prop.sql(dialect=DIALECT)} in {what}", sql, prop)
+    sql = _redact_literal_secrets(sql, options, references)
     return CreateSource(sql, name=name, columns=columns, options=options, format=fmt, encode=encode,
                         encode_options=encode_options, watermark=watermark, is_table=is_table,
                         if_not_exists=bool(tree.args.get("exists")), secret_options=references)
