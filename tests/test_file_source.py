@@ -96,7 +96,8 @@ rounds_of_rows = st.lists(st.lists(st.tuples(st.integers(0, 4), st.integers(-100
 def test_json_files_added_while_running_are_read_once_as_duckdb_reads_them(tmp_path_factory, rounds, split):
     folder = tmp_path_factory.mktemp("in")
     conn = dagster_rw.connect(str(tmp_path_factory.mktemp("wh")), source_split_bytes=split)
-    ddl = f"(id INT, k INT, v BIGINT) {posix(folder, 'in/*.json', **{'refresh.interval.sec': '0'})} FORMAT PLAIN ENCODE JSON"
+    options = posix(folder, "in/*.json", **{"refresh.interval.sec": "0"})  # pending_inputs lists every time
+    ddl = f"(id INT, k INT, v BIGINT) {options} FORMAT PLAIN ENCODE JSON"
     os.makedirs(folder / "in")
     conn.execute(f"CREATE SOURCE s {ddl}")
     conn.execute(f"CREATE TABLE t {ddl}")
@@ -153,6 +154,20 @@ def test_bad_records_land_in_rw_source_errors_and_the_rest_equals_duckdb(tmp_pat
         assert data[e[2]:].split(b"\n", 1)[0].decode() == e[3]
 
 
+def test_a_file_removed_after_its_barrier_is_an_error_not_a_stall(tmp_path, conn):
+    write_whole(str(tmp_path / "a.json"), json_lines([{"id": i} for i in range(5)]))
+    write_whole(str(tmp_path / "b.json"), json_lines([{"id": 100}]))
+    conn.execute(f"CREATE TABLE r (id INT) {posix(tmp_path)} FORMAT PLAIN ENCODE JSON")
+    conn.barrier()  # takes both files
+    os.remove(tmp_path / "b.json")
+    conn.flush()
+    conn.flush()
+    assert_same(conn.execute("SELECT id FROM r").fetchall(),
+                duckdb.sql(f"SELECT id FROM read_json('{tmp_path}/a.json', columns = {{'id': 'INTEGER'}})").fetchall(), "r")
+    assert conn.execute("SELECT topic, raw_value, error FROM rw_source_errors").fetchall() == [
+        ("b.json", None, "the file was removed before it was read")]
+
+
 # -- CSV -----------------------------------------------------------------------------------------
 
 def test_csv_files_with_and_without_a_header_equal_duckdb(tmp_path, warehouse):
@@ -169,8 +184,9 @@ def test_csv_files_with_and_without_a_header_equal_duckdb(tmp_path, warehouse):
         conn.flush()
         oracle = duckdb.connect()
         assert_same(conn.execute("SELECT id, v FROM h").fetchall(), oracle.sql(
-            f"SELECT CAST(id AS INTEGER), TRY_CAST(v AS INTEGER) FROM read_csv('{tmp_path}/h/*.csv', header = true, delim = ';', "
-            "union_by_name = true, all_varchar = true) WHERE v IS NULL OR TRY_CAST(v AS INTEGER) IS NOT NULL").fetchall(), "h")
+            f"SELECT CAST(id AS INTEGER), TRY_CAST(v AS INTEGER) FROM read_csv('{tmp_path}/h/*.csv', header = true, "
+            "delim = ';', union_by_name = true, all_varchar = true) "
+            "WHERE v IS NULL OR TRY_CAST(v AS INTEGER) IS NOT NULL").fetchall(), "h")
         assert_same(conn.execute("SELECT id, v FROM nv").fetchall(), oracle.sql(
             f"SELECT * FROM read_csv('{tmp_path}/n/*.csv', header = false, columns = "
             "{'id': 'INTEGER', 'v': 'INTEGER'})").fetchall(), "nv")
@@ -315,7 +331,8 @@ def test_s3_objects_through_moto_with_credentials_from_a_secret(s3_server, tmp_p
                      "FORMAT PLAIN ENCODE JSON")
         conn.execute(f"CREATE TABLE sp (id INT, v BIGINT) WITH (connector = 's3_v2', match_pattern = 'pq/*.parquet', "
                      f"{opts}) FORMAT PLAIN ENCODE PARQUET")
-        conn.execute("CREATE MATERIALIZED VIEW both_ AS SELECT id, v FROM sj UNION ALL SELECT id, CAST(v AS INT) FROM sp")
+        conn.execute("CREATE MATERIALIZED VIEW both_ AS "
+                     "SELECT id, v FROM sj UNION ALL SELECT id, CAST(v AS INT) FROM sp")
         conn.flush()
         client.put_object(Bucket=bucket, Key="ev/2.json", Body=json_lines([{"id": 500 + i, "v": i} for i in range(5)]))
         conn.flush()

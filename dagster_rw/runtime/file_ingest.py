@@ -183,7 +183,8 @@ def _decoder(wh, obj: CatalogObject, loc: dict, path: str, size: int, cache: dic
     if line not in cache:  # the header names the fields; declared columns are taken by name
         import pyarrow.csv as pacsv
 
-        names = pacsv.read_csv(pa.py_buffer(line + b"\n"), read_options=pacsv.ReadOptions(autogenerate_column_names=True),
+        names = pacsv.read_csv(pa.py_buffer(line + b"\n"),
+                               read_options=pacsv.ReadOptions(autogenerate_column_names=True),
                                parse_options=pacsv.ParseOptions(delimiter=spec.delimiter)).to_pylist()
         header = [str(v) for v in names[0].values()] if names else []
         types = {c.name: c.type for c in declared}
@@ -210,21 +211,23 @@ def read_rows(wh, obj: CatalogObject, entries: list[dict], epoch: int):
     if todo and _uses_spark(wh, total):
         table = files.read_on_spark(wh.spark_engine().spark, loc, spec.encode, spec.header, names, todo)
         got = zip(table.column("file").to_pylist(), table.column("start").to_pylist(), table.column("data").to_pylist())
-        read = [(fid, start, files.ipc_table(data) if spec.encode == "parquet" else data) for fid, start, data in got]
+        read = [(fid, start, files.ipc_table(data) if spec.encode == "parquet" and data is not None else data)
+                for fid, start, data in got]
     else:
-        read = []
-        for fid, path, size, start, end in todo:
-            if spec.encode == "parquet":
-                read.append((fid, *files.parquet_piece(loc, path, size, start, end, names)))
-            else:
-                read.append((fid, *files.text_piece(loc, path, size, start, size if end is None else end, spec.header)))
+        read = [(fid, *files.piece(loc, spec.encode, spec.header, names, path, size, start, end))
+                for fid, path, size, start, end in todo]
     parts, ids, errors = [], [], []
     decoders: dict = {}
     for fid, first, payload in read:
         path = by_id[fid]["path"]
+        if payload is None:
+            errors.append((obj.name, path, fid, first, None, "the file was removed before it was read", epoch))
+            continue
         base = np.int64(fid) << ID_SHIFT
         if spec.encode == "parquet":
-            decoded = decoders.setdefault(None, RecordDecoder(declared, "parquet", engine=wh.engine)).decode_table(payload)
+            if None not in decoders:
+                decoders[None] = RecordDecoder(declared, "parquet", engine=wh.engine)
+            decoded = decoders[None].decode_table(payload)
             positions = first + np.arange(payload.num_rows, dtype=np.int64)
 
             def raw(i, payload=payload):

@@ -257,7 +257,8 @@ def cut(loc: dict, encode: str, path: str, size: int, split_bytes: int) -> list[
     return [[s, min(size, s + split_bytes)] for s in range(0, size, split_bytes)]
 
 
-def parquet_piece(loc: dict, path: str, size: int, start: int, end: int | None, columns: list[str]) -> tuple[int, pa.Table]:
+def parquet_piece(loc: dict, path: str, size: int, start: int, end: int | None,
+                  columns: list[str]) -> tuple[int, pa.Table]:
     """Row groups [start, end) (None: to the last) of a Parquet file, the declared columns it has:
     the index in the file of the first row, and the rows."""
     f = parquet_file(loc, path, size)
@@ -270,18 +271,39 @@ def parquet_piece(loc: dict, path: str, size: int, start: int, end: int | None, 
     return first, f.read_row_groups(list(range(start, end)), columns=present)
 
 
+def _gone(e: Exception) -> bool:
+    """Whether reading failed because the file is no longer there."""
+    if isinstance(e, FileNotFoundError):
+        return True
+    response = getattr(e, "response", None)  # botocore's ClientError
+    return isinstance(response, dict) and response.get("Error", {}).get("Code") in ("NoSuchKey", "404")
+
+
+def piece(loc: dict, encode: str, header: bool, columns: list[str], path: str, size: int, start: int,
+          end: int | None):
+    """One piece: the position of its first record and its records (bytes of text, or an Arrow
+    table for Parquet); (start, None) when the file was removed before it was read."""
+    try:
+        if encode == "parquet":
+            return parquet_piece(loc, path, size, start, end, columns)
+        return text_piece(loc, path, size, start, size if end is None else end, header)
+    except Exception as e:  # noqa: BLE001 - the file system and boto3 raise many kinds
+        if _gone(e):
+            return start, None
+        raise
+
+
 def read_piece(loc: dict, encode: str, header: bool, columns: list[str], file_id: int, path: str, size: int,
                start: int, end: int | None) -> pa.RecordBatch:
     """One piece as a row of PIECE_SCHEMA: the file's id, the position of its first record, and
-    the records' bytes (text) or the rows as an Arrow IPC stream (Parquet)."""
-    if encode == "parquet":
-        first, table = parquet_piece(loc, path, size, start, end, columns)
+    the records' bytes (text) or the rows as an Arrow IPC stream (Parquet); data NULL when the
+    file was removed before it was read."""
+    first, data = piece(loc, encode, header, columns, path, size, start, end)
+    if isinstance(data, pa.Table):
         sink = io.BytesIO()
-        with pa.ipc.new_stream(sink, table.schema) as w:
-            w.write_table(table)
+        with pa.ipc.new_stream(sink, data.schema) as w:
+            w.write_table(data)
         data = sink.getvalue()
-    else:
-        first, data = text_piece(loc, path, size, start, size if end is None else end, header)
     return pa.record_batch([pa.array([file_id], pa.int64()), pa.array([first], pa.int64()),
                             pa.array([data], pa.binary())], schema=PIECE_SCHEMA)
 
