@@ -499,3 +499,37 @@ SUBQUERY_PREDICATES = {
                             "(SELECT 1 FROM t1 d WHERE d.k = a.k AND d.id <> a.id AND d.v > a.v + 5)",
 }
 test_subquery_predicate_views_match_duckdb = _workload_test(SUBQUERY_PREDICATES)
+
+
+# rows that agree on every key column unless the plan tells them apart: a FULL join's row padded on
+# the right and one padded on the left, when both sides are keyed by nothing (global aggregates) or
+# by a NULL group and their join keys are NULL; and equal intervals written differently
+# (`1 day` = `24 hours`, `1 month` = `30 days` = `720 hours`), which fall in one group
+_INTERVAL = ("CASE v % 4 WHEN 0 THEN k * INTERVAL '1 day' WHEN 1 THEN k * INTERVAL '24 hours' "
+             "WHEN 2 THEN k * INTERVAL '1 month' ELSE k * INTERVAL '720 hours' END")
+EQUAL_KEYS = {
+    "full_join_global_aggs": "SELECT a.n AS n1, b.n AS n2, a.mk FROM (SELECT max(k) AS mk, count(*) AS n FROM t1 "
+                             "WHERE v > 4) a FULL JOIN (SELECT max(k) AS mk, count(*) AS n FROM t2 WHERE w > 4) b "
+                             "ON a.mk = b.mk",
+    "full_join_null_groups": "SELECT a.s, a.n, b.n AS n2 FROM (SELECT s, count(*) AS n FROM t1 GROUP BY s) a "
+                             "FULL JOIN (SELECT s, count(*) AS n FROM t1 WHERE v > 2 GROUP BY s) b ON a.s = b.s",
+    "full_join_self": "SELECT x.m, y.m AS m2 FROM (SELECT max(v) AS m, max(s) AS ms FROM t1) x "
+                      "FULL JOIN (SELECT max(v) AS m, max(s) AS ms FROM t1) y ON x.ms = y.ms",
+    "group_by_interval": f"SELECT {_INTERVAL} AS iv, count(*) AS n, sum(v) AS sv FROM t1 GROUP BY 1",
+    "distinct_interval": f"SELECT DISTINCT {_INTERVAL} AS iv FROM t3",
+}
+test_equal_key_views_match_duckdb = _workload_test(EQUAL_KEYS)
+
+
+def test_equal_key_views_from_empty_tables_and_null_keys(tmp_path):
+    """The shapes of EQUAL_KEYS on a fixed workload that reaches each case: views created over
+    empty tables (two one-row sides joined on NULL), a NULL group on both sides, intervals of one
+    value written three ways, then updated and deleted."""
+    ops = [("flush",),
+           ("insert", "t1", [(1, 0, None, None), (2, 1, 3, "a"), (3, 2, 5, None), (4, 2, 6, "b"), (5, 2, 7, "b")]),
+           ("insert", "t3", [(2, 0), (2, 1), (1, 2), (2, 3), (2, 4), (1, 6)]),
+           ("flush",),
+           ("sql", "UPDATE t1 SET v = v + 1 WHERE k = {n}", (2, 0)),
+           ("sql", "DELETE FROM t3 WHERE v = {n}", (0, 0)),
+           ("flush",)]
+    run_workload(str(tmp_path / "wh"), EQUAL_KEYS, ops, [0] * len(EQUAL_KEYS))

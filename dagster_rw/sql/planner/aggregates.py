@@ -1,6 +1,7 @@
 """GROUP BY and aggregates (Aggregate), HAVING, and SELECT DISTINCT as a grouping."""
 from __future__ import annotations
 
+import sqlglot
 from sqlglot import exp
 
 from ...errors import ProgrammingError
@@ -78,6 +79,9 @@ class Aggregates:
         pre = self.map(node, pre_exprs, None, pre_names) if pre_exprs else \
             Map(columns=[], stream_key=[], child=node, exprs=[])
         ng = len(bound_groups)
+        if any(pre.columns[i].type == "interval" for i in range(ng)):  # equal intervals: one group
+            pre = self.map(node, [interval_key(e) if i < ng and pre.columns[i].type == "interval" else e
+                                  for i, e in enumerate(pre_exprs)], None, pre_names)
         cols = [Col(pre.columns[i].name, pre.columns[i].type) for i in range(ng)]
         for a in aggs:
             cols.append(Col(agg_text(pre, a), self.agg_type(a, pre)))
@@ -222,6 +226,21 @@ class Aggregates:
     def distinct(self, node: Node, width: int, names: list[str]) -> Node:
         vis = [i for i, c in enumerate(node.columns) if not c.hidden][:width]
         pre = Map(columns=[Col(node.columns[i].name, node.columns[i].type) for i in vis], stream_key=[],
-                  child=node, exprs=[exp.column(cname(i)) for i in vis])
+                  child=node, exprs=[interval_key(exp.column(cname(i))) if node.columns[i].type == "interval"
+                                     else exp.column(cname(i)) for i in vis])
         cols = [Col(n, c.type) for n, c in zip(names, pre.columns)]
         return Aggregate(columns=cols, stream_key=list(range(width)), child=pre, group=list(range(width)), aggs=[])
+
+
+_MONTH_US, _DAY_US = 30 * 86_400_000_000, 86_400_000_000
+
+
+def interval_key(e: exp.Expression) -> exp.Expression:
+    """An interval in the one form of every interval equal to it, as a grouping key. PostgreSQL
+    compares intervals as if a month were 30 days and a day 24 hours (`interval '1 day' =
+    interval '24 hours'`), and equal intervals fall in one group; the state groups by the
+    value's fields. The form is the justified one (months, then days under 30, then a time
+    under 24 hours, all of the interval's sign), so a group of `1 day` and `24 hours` is `1 day`."""
+    us = f"epoch_us({e.sql(dialect='duckdb')})"
+    return sqlglot.parse_one(f"to_months(({us}) // {_MONTH_US}) + to_days((({us}) % {_MONTH_US}) // {_DAY_US}) "
+                             f"+ to_microseconds(({us}) % {_DAY_US})", read="duckdb")

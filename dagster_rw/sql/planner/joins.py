@@ -36,6 +36,9 @@ class Joins:
         cond = j.args.get("on")
         conjuncts = list(and_terms(cond)) if cond is not None else []
         lnode, rnode, expr_keys, conjuncts = self.expression_keys(lnode, lscope, rnode, rscope, conjuncts)
+        present = None
+        if kind == "full" and not (self.keyed_by_non_null(lnode) or self.keyed_by_non_null(rnode)):
+            lnode, present = self.with_present_marker(lnode), len(lnode.columns)
         shifted = rscope.shifted(len(lnode.columns))
         both = Scope(lscope.entries + shifted.entries)
         if j.args.get("using"):
@@ -44,7 +47,7 @@ class Joins:
                 le = lscope.resolve(exp.column(ident.name), self)
                 re_ = shifted.resolve(exp.column(ident.name), self)
                 keys.append((le.index, re_.index - len(lnode.columns)))
-            node = self.make_join(lnode, rnode, kind, keys, None, both)
+            node = self.make_join(lnode, rnode, kind, keys, None, both, present)
             # an unqualified USING column means the left one; the right one stays reachable by its alias
             using = {ident.name for ident in j.args["using"]}
             entries = list(lscope.entries) + [
@@ -57,7 +60,35 @@ class Joins:
             residual = extra if residual is None else exp.and_(residual, extra)
         if not keys:
             raise self.refuse("a join without an equality condition (nested-loop join)", j)
-        return self.make_join(lnode, rnode, kind, keys, residual, both), both
+        return self.make_join(lnode, rnode, kind, keys, residual, both, present), both
+
+    def keyed_by_non_null(self, node: Node) -> bool:
+        """Whether a column of the node's stream key is never NULL: a table's primary key, passed
+        through projections and filters."""
+        return bool(set(node.stream_key) & self.non_null_keys(node))
+
+    def non_null_keys(self, node: Node) -> set[int]:
+        if isinstance(node, Scan):
+            obj = self.resolve_object(node.source)
+            if obj is None:
+                return set()
+            return {k for k in node.stream_key if node.columns[k].name in obj.pk}
+        if isinstance(node, Map):
+            inner = self.non_null_keys(node.child)
+            return {i for i, e in enumerate(node.exprs) if isinstance(e, exp.Column) and not e.table
+                    and e.name.startswith("c") and e.name[1:].isdigit() and int(e.name[1:]) in inner}
+        return set()
+
+    def with_present_marker(self, node: Node) -> Map:
+        """The node's rows with a hidden constant 1 after its columns. In a FULL join it is 1 where
+        the left row is present and NULL where the join padded it: a row padded on the right and
+        one padded on the left agree on every other key column when both sides are keyed by
+        nothing or by NULLs (global aggregates, a NULL group) and their join keys are NULL."""
+        exprs = [exp.column(cname(i)) for i in range(len(node.columns))] + [exp.Literal.number(1)]
+        m = self.map(node, exprs, None, [c.name for c in node.columns] + ["_rw_present"],
+                     [c.hidden for c in node.columns] + [True])
+        m.stream_key = list(node.stream_key)
+        return m
 
     def lookup_join(self, left, j: exp.Join, side: str):
         """JOIN dim FOR SYSTEM_TIME AS OF PROCTIME() ON ...: a lookup into the dimension's state."""
@@ -161,14 +192,16 @@ class Joins:
         residual = exp.and_(*residual_parts) if residual_parts else None
         return keys, residual, rest
 
-    def make_join(self, left: Node, right: Node, kind: str, keys, residual, both: Scope) -> Join:
+    def make_join(self, left: Node, right: Node, kind: str, keys, residual, both: Scope,
+                  present: int | None = None) -> Join:
         nl = len(left.columns)
         columns = [Col(c.name, c.type, c.hidden) for c in left.columns] + \
                   [Col(c.name, c.type, c.hidden) for c in right.columns]
         key: list[int] = []
         # an outer join pads one side with NULLs, so the other side's join key must identify rows too
         right_keys = [nl + rk for _, rk in keys] if kind != "inner" else []
-        for k in [lk for lk, _ in keys] + right_keys + left.stream_key + [nl + k for k in right.stream_key]:
+        marker = [present] if present is not None else []  # (join_explicit.with_present_marker)
+        for k in [lk for lk, _ in keys] + right_keys + left.stream_key + [nl + k for k in right.stream_key] + marker:
             if k not in key:
                 key.append(k)
         if residual is not None:
