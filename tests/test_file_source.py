@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from oracle import assert_same
 
 import dagster_rw
-from dagster_rw.errors import ProgrammingError
+from dagster_rw.errors import IntegrityError, ProgrammingError
 from dagster_rw.runtime import epochs
 from dagster_rw.sources import files
 
@@ -36,6 +36,7 @@ warnings.filterwarnings("ignore")
 EPOCH0 = datetime.datetime(2024, 3, 1, 12, 0, 0)
 IG = "{'i': 'INTEGER', 'g': 'INTEGER'}"
 ID_V = "{'id': 'INTEGER', 'v': 'INTEGER'}"
+ID_ONLY = "{'id': 'INTEGER'}"
 
 
 def write_whole(path: str, data: bytes) -> None:
@@ -163,9 +164,25 @@ def test_a_file_removed_after_its_barrier_is_an_error_not_a_stall(tmp_path, conn
     conn.flush()
     conn.flush()
     assert_same(conn.execute("SELECT id FROM r").fetchall(),
-                duckdb.sql(f"SELECT id FROM read_json('{tmp_path}/a.json', columns = {{'id': 'INTEGER'}})").fetchall(), "r")
+                duckdb.sql(f"SELECT id FROM read_json('{tmp_path}/a.json', columns = {ID_ONLY})").fetchall(), "r")
     assert conn.execute("SELECT topic, raw_value, error FROM rw_source_errors").fetchall() == [
         ("b.json", None, "the file was removed before it was read")]
+
+
+def test_a_source_dropped_and_created_again_reads_every_file_again_once(tmp_path, warehouse):
+    write_whole(str(tmp_path / "a.json"), json_lines([{"id": i} for i in range(4)]))
+    ddl = f"CREATE TABLE again (id INT) {posix(tmp_path)} FORMAT PLAIN ENCODE JSON"
+    with dagster_rw.connect(warehouse) as c1:
+        c1.execute(ddl)
+        c1.flush()
+        c1.execute("DROP TABLE again")
+        c1.execute(ddl)  # a new source: the epochs of the first do not carry over
+        write_whole(str(tmp_path / "b.json"), json_lines([{"id": 10}]))
+    with dagster_rw.connect(warehouse) as c2:  # another process, the same warehouse
+        c2.flush()
+        c2.flush()
+        assert_same(c2.execute("SELECT id FROM again").fetchall(), duckdb.sql(
+            f"SELECT id FROM {duck_json(tmp_path, ID_ONLY)}").fetchall(), "again")
 
 
 # -- CSV -----------------------------------------------------------------------------------------
@@ -352,6 +369,8 @@ def test_s3_objects_through_moto_with_credentials_from_a_secret(s3_server, tmp_p
             f"SELECT * FROM {duck_json(local / 'ev', ID_V)} "
             f"UNION ALL SELECT id, v FROM read_parquet('{local}/pq/*.parquet')").fetchall(), "both_")
         assert {s["name"]: s.get("source_files") for s in conn.status()}["sp"] == 1
+        with pytest.raises(IntegrityError, match="sj"):
+            conn.execute("DROP SECRET s3_key")  # the sources refer to it
 
 
 # -- what is refused -----------------------------------------------------------------------------
