@@ -117,7 +117,10 @@ class DuckEngine(Engine):
 
     def sql(self, query: str, shared: bool = False, broadcast: tuple = (), **relations) -> pa.Table:
         with self._bound(relations):
-            return self.con.sql(query).to_arrow_table()
+            try:
+                return self.con.sql(query).to_arrow_table()
+            except duckdb.Error as e:
+                raise user_error(e) from e
 
     def execute(self, query: str, **relations):
         """Run a statement and return DuckDB's Python rows (used for batch SELECT)."""
@@ -160,6 +163,28 @@ class DuckEngine(Engine):
                 f"COPY (SELECT * FROM {quote(name)}{order}) TO {_sql_string(path)} "
                 "(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 122880)"
             ).fetchall()[0][0]
+
+
+# DuckDB's errors about the values a query met (a string that is no number, an overflow, a division
+# by zero) and about the query itself: what PostgreSQL would also refuse, for the user to see as
+# such. Other errors (I/O: a missing or corrupt file) go on as they are.
+_DATA_ERRORS = (duckdb.ConversionException, duckdb.OutOfRangeException, duckdb.InvalidInputException)
+_QUERY_ERRORS = (duckdb.BinderException, duckdb.ParserException, duckdb.CatalogException,
+                 duckdb.NotImplementedException)
+
+
+def user_error(e: duckdb.Error) -> Exception:
+    """A dagster_rw error for a DuckDB error a query's values or text caused; else `e` itself."""
+    from ..errors import DataError, OperationalError
+
+    first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    if isinstance(e, duckdb.OutOfMemoryException):
+        return OperationalError(f"the in-process engine ran out of memory: {first}")
+    if isinstance(e, _DATA_ERRORS) and not any(w in first.lower() for w in ("parquet", "file", "magic bytes")):
+        return DataError(first)
+    if isinstance(e, _QUERY_ERRORS):
+        return ProgrammingError(first)
+    return e
 
 
 def write_query(query: str, path: str, order_by: list[str], **relations) -> int:
