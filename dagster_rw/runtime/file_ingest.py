@@ -21,6 +21,7 @@ never listed.
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 import numpy as np
@@ -118,7 +119,7 @@ def barrier_files(wh, sources: list[CatalogObject]):
     source takes. It runs inside the barrier's log entry, on the log's newest state."""
     listed: dict[str, list | None] = {}  # listed once per barrier, not once per retry
     pieces: dict[tuple, list] = {}
-    split = wh.options.get("source_split_bytes", 32 << 20)
+    split = wh.options["source_split_bytes"]
 
     def extra(newest: int) -> dict:
         state = log_of(wh.store).current()
@@ -172,84 +173,113 @@ def sealed_unapplied(wh, obj: CatalogObject, m: Manifest, upto: int) -> int:
     return sum(1 for e in recorded_files(wh.store, obj, m.epoch, upto) if e["path"] not in done)
 
 
-def _decoder(wh, obj: CatalogObject, loc: dict, path: str, size: int, cache: dict) -> RecordDecoder:
-    spec = spec_of(obj)
-    declared = [c for c in obj.columns if not c.hidden]
-    if not (spec.encode == "csv" and spec.header):
-        if None not in cache:
-            cache[None] = RecordDecoder(declared, spec.encode, spec.delimiter, wh.engine)
-        return cache[None]
-    line = files.first_line(loc, path, size)
-    if line not in cache:  # the header names the fields; declared columns are taken by name
-        import pyarrow.csv as pacsv
+class _PieceDecoder:
+    """Decodes the pieces of one source's files with one DuckDB engine (one per thread)."""
 
-        names = pacsv.read_csv(pa.py_buffer(line + b"\n"),
-                               read_options=pacsv.ReadOptions(autogenerate_column_names=True),
-                               parse_options=pacsv.ParseOptions(delimiter=spec.delimiter)).to_pylist()
-        header = [str(v) for v in names[0].values()] if names else []
-        types = {c.name: c.type for c in declared}
-        cache[line] = RecordDecoder([Column(h, types.get(h, "varchar")) for h in header], "csv", spec.delimiter,
-                                    wh.engine)
-    return cache[line]
+    def __init__(self, obj: CatalogObject, loc: dict, engine, epoch: int):
+        self.obj, self.loc, self.engine, self.epoch = obj, loc, engine, epoch
+        self.spec = spec_of(obj)
+        self.declared = [c for c in obj.columns if not c.hidden]
+        self.names = [c.name for c in self.declared]
+        self.target = pa.schema([pa.field(c.name, sqltypes.arrow_type(c.type)) for c in self.declared])
+        self.decoders: dict = {}
+
+    def _decoder(self, path: str, size: int) -> RecordDecoder:
+        spec = self.spec
+        if not (spec.encode == "csv" and spec.header):
+            if None not in self.decoders:
+                self.decoders[None] = RecordDecoder(self.declared, spec.encode, spec.delimiter, self.engine)
+            return self.decoders[None]
+        line = files.first_line(self.loc, path, size)
+        if line not in self.decoders:  # the header names the fields; declared columns are taken by name
+            import pyarrow.csv as pacsv
+
+            names = pacsv.read_csv(pa.py_buffer(line + b"\n"),
+                                   read_options=pacsv.ReadOptions(autogenerate_column_names=True),
+                                   parse_options=pacsv.ParseOptions(delimiter=spec.delimiter)).to_pylist()
+            header = [str(v) for v in names[0].values()] if names else []
+            types = {c.name: c.type for c in self.declared}
+            self.decoders[line] = RecordDecoder([Column(h, types.get(h, "varchar")) for h in header], "csv",
+                                                spec.delimiter, self.engine)
+        return self.decoders[line]
+
+    def decode(self, fid: int, path: str, size: int, first: int, payload):
+        """A piece's rows (declared columns, typed), their row ids, and its bad records as tuples
+        of the error table's columns; `payload` None: the file was removed before it was read."""
+        if payload is None:
+            return None, None, [(self.obj.name, path, fid, first, None, "the file was removed before it was read",
+                                 self.epoch)]
+        if self.spec.encode == "parquet":
+            decoded = self._decoder(path, size).decode_table(payload)
+            positions = first + np.arange(payload.num_rows, dtype=np.int64)
+
+            def raw(i):
+                import json
+
+                return json.dumps(payload.slice(i, 1).to_pylist()[0], default=str)
+        else:
+            decoded, starts = self._decoder(path, size).decode_lines(payload)
+            positions = first + starts
+
+            def raw(i):
+                end = payload.find(b"\n", int(starts[i]))
+                return payload[int(starts[i]):None if end < 0 else end].decode("utf-8", "replace")
+        rows = decoded.rows
+        if rows.column_names != self.names:  # a CSV header's order, or columns it lacks
+            rows = pa.table([rows.column(n) if n in rows.column_names else
+                             pa.nulls(rows.num_rows, self.target.field(n).type) for n in self.names], names=self.names)
+        ids = (np.int64(fid) << ID_SHIFT) + positions[np.asarray(decoded.good, np.int64)]
+        errors = [(self.obj.name, path, fid, int(positions[i]), raw(i), cause, self.epoch)
+                  for i, cause in decoded.errors]
+        return rows.cast(self.target), ids, errors
 
 
 def read_rows(wh, obj: CatalogObject, entries: list[dict], epoch: int):
     """The decoded rows (declared columns, hidden row id) of the files in `entries` (each one's
     recorded pieces; pieces None: the whole file), and the bad records as tuples of the error
-    table's columns."""
+    table's columns. More than a piece's worth of bytes is read and decoded in parallel threads
+    (pyarrow and DuckDB work outside the GIL), each with a DuckDB engine of its own; large epochs
+    in Spark tasks."""
     spec = spec_of(obj)
     loc = location(wh, obj)
-    declared = [c for c in obj.columns if not c.hidden]
-    names = [c.name for c in declared]
-    target = pa.schema([pa.field(c.name, sqltypes.arrow_type(c.type)) for c in declared])
+    names = [c.name for c in obj.columns if not c.hidden]
     todo = []  # (file id, path, size, start, end)
     for e in entries:
         for start, end in (e["pieces"] if e.get("pieces") is not None else [[0, None]]):
             todo.append((e["id"], e["path"], e["size"], start, end))
-    by_id = {e["id"]: e for e in entries}
     total = sum(e["size"] for e in entries)
     if todo and _uses_spark(wh, total):
+        sizes = {e["id"]: (e["path"], e["size"]) for e in entries}
         table = files.read_on_spark(wh.spark_engine().spark, loc, spec.encode, spec.header, names, todo)
-        got = zip(table.column("file").to_pylist(), table.column("start").to_pylist(), table.column("data").to_pylist())
-        read = [(fid, start, files.ipc_table(data) if spec.encode == "parquet" and data is not None else data)
-                for fid, start, data in got]
+        decoder = _PieceDecoder(obj, loc, wh.engine, epoch)
+        done = [decoder.decode(fid, *sizes[fid], first,
+                               files.ipc_table(data) if spec.encode == "parquet" and data is not None else data)
+                for fid, first, data in zip(*(table.column(c).to_pylist() for c in ("file", "start", "data")))]
+    elif len(todo) > 1 and total > wh.options["source_split_bytes"]:  # more than a piece's worth
+        from concurrent.futures import ThreadPoolExecutor
+
+        from ..engine.duck import DuckEngine
+
+        local = threading.local()
+
+        def read_and_decode(piece):
+            fid, path, size, start, end = piece
+            if not hasattr(local, "decoder"):
+                local.decoder = _PieceDecoder(obj, loc, DuckEngine(threads=1), epoch)
+            first, payload = files.piece(loc, spec.encode, spec.header, names, path, size, start, end)
+            return local.decoder.decode(fid, path, size, first, payload)
+
+        with ThreadPoolExecutor(max_workers=min(len(todo), os.cpu_count() or 1)) as pool:
+            done = list(pool.map(read_and_decode, todo))
     else:
-        read = [(fid, *files.piece(loc, spec.encode, spec.header, names, path, size, start, end))
+        decoder = _PieceDecoder(obj, loc, wh.engine, epoch)
+        done = [decoder.decode(fid, path, size, *files.piece(loc, spec.encode, spec.header, names, path, size,
+                                                             start, end))
                 for fid, path, size, start, end in todo]
-    parts, ids, errors = [], [], []
-    decoders: dict = {}
-    for fid, first, payload in read:
-        path = by_id[fid]["path"]
-        if payload is None:
-            errors.append((obj.name, path, fid, first, None, "the file was removed before it was read", epoch))
-            continue
-        base = np.int64(fid) << ID_SHIFT
-        if spec.encode == "parquet":
-            if None not in decoders:
-                decoders[None] = RecordDecoder(declared, "parquet", engine=wh.engine)
-            decoded = decoders[None].decode_table(payload)
-            positions = first + np.arange(payload.num_rows, dtype=np.int64)
-
-            def raw(i, payload=payload):
-                import json
-
-                return json.dumps(payload.slice(i, 1).to_pylist()[0], default=str)
-        else:
-            decoder = _decoder(wh, obj, loc, path, by_id[fid]["size"], decoders)
-            decoded, starts = decoder.decode_lines(payload)
-            positions = first + starts
-
-            def raw(i, payload=payload, starts=starts):
-                end = payload.find(b"\n", int(starts[i]))
-                return payload[int(starts[i]):None if end < 0 else end].decode("utf-8", "replace")
-        rows = decoded.rows
-        if rows.column_names != names:  # a CSV header's order, or columns it lacks
-            rows = pa.table([rows.column(n) if n in rows.column_names else pa.nulls(rows.num_rows, target.field(n).type)
-                             for n in names], names=names)
-        parts.append(rows.cast(target))
-        ids.append(base + positions[np.asarray(decoded.good, np.int64)])
-        for i, cause in decoded.errors:
-            errors.append((obj.name, path, fid, int(positions[i]), raw(i), cause, epoch))
+    parts = [rows for rows, _, _ in done if rows is not None]
+    ids = [i for _, i, _ in done if i is not None]
+    errors = [err for _, _, errs in done for err in errs]
+    target = _PieceDecoder(obj, loc, None, epoch).target
     rows = pa.concat_tables(parts) if parts else target.empty_table()
     rows = rows.append_column(ROW_ID, pa.array(np.concatenate(ids) if ids else np.zeros(0, np.int64), pa.int64()))
     return rows, errors
