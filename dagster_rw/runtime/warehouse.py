@@ -465,8 +465,10 @@ class Warehouse:
         return [o for o in cat.topological() if o.name in needed]
 
     # -- DML -----------------------------------------------------------------------------------
-    def stage(self, table: str, rows: pa.Table, ops: list[int] | None = None) -> int:
-        """Durably accept rows (upserts, or deletes where ops says -1) for the next barrier."""
+    def stage(self, table: str, rows: pa.Table, ops: list[int] | None = None, null_keys: bool = False) -> int:
+        """Durably accept rows (upserts, or deletes where ops says -1) for the next barrier. A
+        NULL in a primary key column is refused, as PostgreSQL refuses it, unless `null_keys`
+        (a sink INTO the table writes what its query gives: RisingWave's keys admit NULL)."""
         obj = self.get(table)
         if obj.kind != TABLE:
             raise ProgrammingError(f'cannot modify {table!r}: it is a materialized view')
@@ -484,7 +486,7 @@ class Warehouse:
             rows = rows.append_column(ROW_ID, pa.array(range(base, base + n), pa.int64()))
         op = pa.array(ops if ops is not None else [1] * n, pa.int8())
         rows = rows.append_column(OP, op).append_column(SEQ, pa.array(range(n), pa.int64()))
-        if obj.pk:
+        if obj.pk and not null_keys:
             nulls = [c for c in obj.pk if rows.column(c).null_count]
             if nulls:
                 raise IntegrityError(f'null value in column "{nulls[0]}" of {table!r} violates its primary key')

@@ -32,6 +32,6 @@ class TableTarget(Target):
         rows = self.wh.engine.sql(f"SELECT {', '.join(select)} FROM rw_c", rw_c=changes.table)
         ops = changes.table.column(OP).cast(pa.int8()).to_pylist()
         try:
-            self.wh.stage(self.table, rows, ops)
+            self.wh.stage(self.table, rows, ops, null_keys=True)
         except Error as e:
             raise TargetError(str(e), integrity=type(e).__name__ == "IntegrityError") from None
