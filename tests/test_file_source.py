@@ -37,6 +37,7 @@ EPOCH0 = datetime.datetime(2024, 3, 1, 12, 0, 0)
 IG = "{'i': 'INTEGER', 'g': 'INTEGER'}"
 ID_V = "{'id': 'INTEGER', 'v': 'INTEGER'}"
 ID_ONLY = "{'id': 'INTEGER'}"
+WN = "{'w': 'INTEGER', 'n': 'INTEGER'}"
 
 
 def write_whole(path: str, data: bytes) -> None:
@@ -183,6 +184,37 @@ def test_a_source_dropped_and_created_again_reads_every_file_again_once(tmp_path
         c2.flush()
         assert_same(c2.execute("SELECT id FROM again").fetchall(), duckdb.sql(
             f"SELECT id FROM {duck_json(tmp_path, ID_ONLY)}").fetchall(), "again")
+
+
+def test_barriers_cut_at_once_by_two_processes_never_take_a_file_twice(tmp_path, warehouse):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    with dagster_rw.connect(warehouse) as c:
+        c.execute(f"CREATE TABLE t (w INT, n INT) {posix(folder)} FORMAT PLAIN ENCODE JSON")
+    script = tmp_path / "cut.py"
+    root = os.path.dirname(os.path.dirname(os.path.abspath(dagster_rw.__file__)))
+    script.write_text(textwrap.dedent(f"""
+        import json, os, sys
+        sys.path.insert(0, {root!r})
+        import dagster_rw
+        me = int(sys.argv[1])
+        conn = dagster_rw.connect({warehouse!r})
+        for n in range(8):
+            tmp = os.path.join({str(folder)!r}, f".{{me}}-{{n}}")
+            with open(tmp, "w") as f:
+                f.write(json.dumps({{"w": me, "n": n}}) + "\\n")
+            os.replace(tmp, os.path.join({str(folder)!r}, f"{{me}}-{{n}}.json"))
+            conn.barrier()
+    """))
+    procs = [subprocess.Popen([sys.executable, str(script), str(i)]) for i in range(2)]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    with dagster_rw.connect(warehouse) as c:
+        taken = [e["path"] for n in epochs.epoch_numbers(c.wh.store)
+                 for e in epochs.load_epoch(c.wh.store, n).get("source_files", {}).get("t", [])]
+        assert sorted(taken) == sorted(f"{w}-{n}.json" for w in range(2) for n in range(8))
+        c.flush()
+        assert_same(c.execute("SELECT w, n FROM t").fetchall(), duckdb.sql(
+            f"SELECT w, n FROM {duck_json(folder, WN)}").fetchall(), "t")
 
 
 # -- CSV -----------------------------------------------------------------------------------------
