@@ -237,6 +237,7 @@ def test_sensor_runs_match_duckdb(shop, shop_assets, tmp_path_factory, seed):
         assert {r["name"] for r in feeder.status()} == set(shop.objects)
         for epoch_round in range(3):
             workload.apply(feeder, 12)
+            status_before = {r["name"]: r["epoch"] for r in feeder.status()}
             result, cursor = _tick(sensor, instance, resource, cursor)
             (request,) = result.run_requests
             epoch = json.loads(cursor)["epoch"]
@@ -244,7 +245,14 @@ def test_sensor_runs_match_duckdb(shop, shop_assets, tmp_path_factory, seed):
             run = _run(shop_assets, request, resource, instance)
             assert run.success
             mats = _materializations(run)
-            assert set(mats) == {k.path[-1] for k in request.asset_selection}
+            observed = {ev.event_specific_data.asset_observation.asset_key.path[-1]: ev
+                        for ev in run.get_asset_observation_events()}
+            # every selected asset either applied something (a materialization) or only moved to the
+            # epoch, its inputs having had nothing new (an observation): never both, never neither
+            assert set(mats) | set(observed) == {k.path[-1] for k in request.asset_selection}
+            assert not set(mats) & set(observed) and mats
+            first = min(status_before[k.path[-1]] for k in request.asset_selection) + 1
+            assert request.tags["dagster_rw/epochs"] == (f"{first}-{epoch}" if first < epoch else str(epoch))
             for name, md in mats.items():
                 assert md["dagster_rw/epoch"] == epoch and md["dagster_rw/lag_epochs"] == 0
                 status = {r["name"]: r for r in feeder.status()}[name]

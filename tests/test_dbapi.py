@@ -59,6 +59,40 @@ def test_dml_is_invisible_until_a_barrier_and_refresh(conn):
     assert conn.execute("SELECT * FROM s").fetchall() == [(10,)]
 
 
+def test_lag_counts_data_not_applied_yet_not_epochs_others_moved_on(conn):
+    conn.execute("CREATE TABLE a (id INT PRIMARY KEY, v INT)")
+    conn.execute("CREATE TABLE b (id INT PRIMARY KEY, v INT)")
+    conn.execute("CREATE MATERIALIZED VIEW over_a AS SELECT count(*) AS n FROM a")
+    conn.execute("CREATE MATERIALIZED VIEW over_b AS SELECT count(*) AS n FROM b")
+    conn.execute("CREATE MATERIALIZED VIEW over_over_a AS SELECT n + 1 AS m FROM over_a")
+    conn.execute("FLUSH")
+    for i in range(3):  # epochs that only touch a, applied only by a
+        conn.execute(f"INSERT INTO a VALUES ({i}, {i})")
+        conn.barrier()
+        conn.refresh("a")
+    conn.execute("INSERT INTO b VALUES (1, 1)")
+    newest = conn.barrier()  # sealed for b, applied by nobody
+    status = {s["name"]: s for s in conn.status()}
+    assert {n: status[n]["epoch"] for n in ["over_a", "over_b", "over_over_a"]} == dict.fromkeys(
+        ["over_a", "over_b", "over_over_a"], newest - 4)
+    # a applied its three epochs; what reads it has them still to apply, over_over_a through over_a
+    assert status["a"]["lag_epochs"] == 0 and status["a"]["lag_seconds"] == 0
+    assert status["over_a"]["lag_epochs"] == 3 and status["over_over_a"]["lag_epochs"] == 3
+    assert status["over_a"]["lag_seconds"] >= status["b"]["lag_seconds"] >= 0
+    # b's data sits in the newest epoch only: b and over_b are one epoch behind, not four
+    assert status["b"]["lag_epochs"] == 1 and status["over_b"]["lag_epochs"] == 1
+    conn.refresh("b")
+    status = {s["name"]: s for s in conn.status()}
+    assert status["b"]["lag_epochs"] == 0 and status["over_b"]["lag_epochs"] == 1
+    conn.refresh("over_b")
+    conn.refresh("over_a")
+    status = {s["name"]: s for s in conn.status()}
+    assert status["over_b"]["lag_epochs"] == 0 and status["over_a"]["lag_epochs"] == 0
+    assert status["over_over_a"]["lag_epochs"] == 3  # over_a's change file now holds those epochs
+    conn.execute("FLUSH")
+    assert all(s["lag_epochs"] == 0 and s["lag_seconds"] == 0 for s in conn.status())
+
+
 def test_a_view_created_after_unflushed_dml_starts_from_a_snapshot_that_holds_it(conn):
     # as in RisingWave, whose CREATE MATERIALIZED VIEW waits for a barrier of its own
     conn.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT)")

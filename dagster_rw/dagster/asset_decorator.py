@@ -53,8 +53,10 @@ def build_rw_specs(project: RwProject, translator: DagsterRwTranslator | None = 
     translator = translator or DagsterRwTranslator()
     specs, check_specs = [], []
     for obj in objects if objects is not None else project.objects.values():
+        # skippable: in a sensor's run, an object with nothing to apply records no materialization
         spec = translator.get_asset_spec(obj, project).merge_attributes(
-            metadata={NAME_KEY: obj.name, PROJECT_DIR_KEY: str(project.project_dir)})
+            metadata={NAME_KEY: obj.name, PROJECT_DIR_KEY: str(project.project_dir)}).replace_attributes(
+            skippable=True)
         specs.append(spec)
         check_specs.extend(check_specs_for(obj, spec.key))
     return specs, check_specs

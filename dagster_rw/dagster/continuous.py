@@ -1,8 +1,9 @@
 """Continuous mode seen from Dagster: every epoch the loop commits is reported to a Dagster
 instance as runless materializations, one per object whose rows changed in it, with the metadata a
 run's step records (resource.materialization_metadata). An object that only moved to the new epoch
-(nothing new reached it) records nothing: its last materialization still holds its data. The asset pages show the epochs, their plots and lag
-without a run per epoch; asset checks still run on whatever schedule the deployment gives them.
+(nothing new reached it) records nothing: its last materialization still holds its data. The asset
+pages show the epochs, their plots and lag without a run per epoch; asset checks still run on
+whatever schedule the deployment gives them.
 
     conn.run(interval=1.0, on_epoch=EpochReporter(dg.DagsterInstance.get(), conn, project))
 

@@ -22,10 +22,10 @@ from pydantic import Field, PrivateAttr
 
 from .. import dbapi
 from ..errors import Error
-from ..runtime import epochs
 from .project import RwProject
 
 PROJECT_DIR_KEY = "dagster_rw/project_dir"
+EPOCH_TAG = "dagster_rw/epoch"  # a barrier sensor's run: the epoch it applies
 NAME_KEY = "dagster_rw/name"
 _PROJECTS: dict[str, RwProject] = {}
 
@@ -208,14 +208,16 @@ def _option_value(text):
     return text
 
 
-_BASE_STATUS = {"name", "kind", "epoch", "lag_epochs", "state_rows", "state_bytes", "sst_files", "engine",
+_BASE_STATUS = {"name", "kind", "epoch", "lag_epochs", "lag_seconds", "state_rows", "state_bytes", "sst_files", "engine",
                 "epochs_processed", "rows_in", "rows_inserted", "rows_deleted", "step_seconds", "row_count"}
 
 
-def status_metadata(conn, name: str, already: dict) -> dict:
-    """What `status()` says about the object beyond the common figures (a source's end offsets and
-    consumer lag, a sink's position, backlog, last error and retries), as `dagster_rw/...` metadata."""
-    row = next(iter(conn.wh.status([name])), {})
+def status_metadata(conn, name: str, already: dict, row: dict | None = None) -> dict:
+    """What `status()` says about the object (`row`, when the caller has it) beyond the common
+    figures (a source's end offsets and consumer lag, a sink's position, backlog, last error and
+    retries), as `dagster_rw/...` metadata."""
+    if row is None:
+        row = next(iter(conn.wh.status([name])), {})
     out = {}
     for k, v in row.items():
         key = f"dagster_rw/{k}"
@@ -234,14 +236,16 @@ def materialization_metadata(conn, name: str, epoch: int, stepped: bool, seconds
     """The metadata of an object's materialization at `epoch` (`stepped`: it advanced to it, so
     its step's figures apply), whether a run's step or continuous mode recorded it."""
     after = conn.wh.manifest(name)
-    newest = epochs.newest_epoch(conn.wh.store)
+    row = next(iter(conn.wh.status([name])), {})
     stats = after.stats if stepped else {}
     row_count = after.stats.get("row_count")
     if row_count is None:
         row_count = conn.engine.num_rows(conn.wh.snapshot(name))
     metadata = {
         "dagster_rw/epoch": epoch,
-        "dagster_rw/lag_epochs": newest - epoch,
+        # data sealed for it and not applied yet (runtime/lag.py), not the distance to the newest epoch
+        "dagster_rw/lag_epochs": int(row.get("lag_epochs") or 0),
+        "dagster_rw/lag_seconds": float(row.get("lag_seconds") or 0.0),
         "dagster_rw/epochs_processed": int(stats.get("epochs_processed", 0)),
         "dagster_rw/rows_inserted": int(stats.get("rows_inserted", 0)),
         "dagster_rw/rows_deleted": int(stats.get("rows_deleted", 0)),
@@ -252,7 +256,7 @@ def materialization_metadata(conn, name: str, epoch: int, stepped: bool, seconds
         "dagster_rw/engine": str(stats.get("engine", "none (already at the newest epoch)")),
         "dagster/row_count": int(row_count),
     }
-    metadata.update(status_metadata(conn, name, metadata))
+    metadata.update(status_metadata(conn, name, metadata, row))
     return metadata
 
 
@@ -323,6 +327,10 @@ class RwRefresh:
     def _refresh_one(self, conn, name: str, asset_key: dg.AssetKey, check_keys: list) -> Iterator:
         before = conn.wh.manifest(name)
         before_epoch = before.epoch if before.exists else None
+        # in a sensor's run, an object whose inputs had nothing new since its epoch only moves to the
+        # run's epoch: an observation, not a materialization (Dagster's automation reacts to those)
+        idle = (before.exists and self.context.run.tags.get(EPOCH_TAG) is not None
+                and not next(iter(conn.wh.status([name])), {}).get("lag_epochs"))
         t0 = time.perf_counter()
         try:
             epoch = conn.refresh(name)
@@ -335,6 +343,11 @@ class RwRefresh:
             raise
         metadata = materialization_metadata(conn, name, epoch, before_epoch is None or epoch != before_epoch,
                                             time.perf_counter() - t0)
-        yield dg.MaterializeResult(asset_key=asset_key, metadata=metadata)
+        if idle:
+            self.context.log_event(dg.AssetObservation(
+                asset_key=asset_key, metadata=metadata,
+                description=f"nothing new to apply: moved to epoch {epoch}, its data unchanged"))
+        else:
+            yield dg.MaterializeResult(asset_key=asset_key, metadata=metadata)
         for check_key in check_keys:
             yield self._check(conn, name, check_key)

@@ -16,9 +16,9 @@ import dagster as dg
 
 from ..runtime import epochs
 from .project import RwProject
-from .resource import RwResource, project_for, spec_object
+from .resource import EPOCH_TAG, RwResource, project_for, spec_object
 
-EPOCH_TAG = "dagster_rw/epoch"
+EPOCHS_TAG = "dagster_rw/epochs"  # the epochs the run applies: first-last
 
 
 def _project_and_keys(assets: list[dg.AssetsDefinition]) -> tuple[RwProject, dict[str, dg.AssetKey], set[str]]:
@@ -64,6 +64,18 @@ def advancing_objects(conn, project: RwProject, upto: int) -> list[str]:
     return [n for n in project.objects if n in selected]
 
 
+def _epochs_applied(conn, names: list[str], epoch: int) -> str:
+    """The epochs a run to `epoch` applies, as `first-last` (or one number): from the epoch after
+    the least advanced of its objects."""
+    wh = conn.wh
+    first = epoch
+    for name in names:
+        m = wh.manifest(name)
+        if m.exists:
+            first = min(first, m.epoch + 1)
+    return str(epoch) if first >= epoch else f"{first}-{epoch}"
+
+
 def build_barrier_sensor(assets: dg.AssetsDefinition | list[dg.AssetsDefinition], *,
                          name: str = "rw_barrier_sensor", resource_key: str = "rw",
                          minimum_interval_seconds: int = 5,
@@ -101,6 +113,7 @@ def build_barrier_sensor(assets: dg.AssetsDefinition | list[dg.AssetsDefinition]
             if not names:
                 return dg.SensorResult(skip_reason=f"epoch {epoch}: no asset can advance", cursor=cursor)
             requests = []
+            applied = _epochs_applied(conn, names, epoch)
             views = [n for n in names if n not in sink_names]
             sinks = [n for n in names if n in sink_names]
             for group, suffix in ((views, ""), (sinks, "-sinks")):
@@ -111,7 +124,7 @@ def build_barrier_sensor(assets: dg.AssetsDefinition | list[dg.AssetsDefinition]
                     run_key=f"rw-epoch-{epoch}{suffix}",
                     asset_selection=asset_keys,
                     asset_check_keys=[k for k in check_keys if k.asset_key in set(asset_keys)],
-                    tags={EPOCH_TAG: str(epoch), "dagster_rw/objects": ",".join(group)[:200]}))
+                    tags={EPOCH_TAG: str(epoch), EPOCHS_TAG: applied, "dagster_rw/objects": ",".join(group)[:200]}))
             return dg.SensorResult(run_requests=requests, cursor=cursor)
         finally:
             rw.teardown_after_execution(None)

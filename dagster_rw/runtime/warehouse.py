@@ -33,7 +33,7 @@ from ..storage.pack import Pack
 from ..storage.object_store import ObjectStore
 from ..storage.state_table import write_sorted
 from .. import after_fork as fork
-from . import epochs, ingest, isolation, row_ids, step
+from . import epochs, ingest, isolation, lag, row_ids, step
 from .compaction import Compactor
 
 DEFAULT_OPTIONS = {
@@ -733,21 +733,26 @@ class Warehouse:
 
     def status(self, names: list[str] | None = None) -> list[dict]:
         """Per object (all, or those named), its kind, committed epoch, lag and figures."""
-        newest = epochs.newest_epoch(self.store)
         broken = isolation.broken_objects(self)
+        committed, manifests = {}, {}
+        for obj in self.catalog().topological():
+            m = manifests[obj.name] = self.manifest(obj.name)
+            # the epoch a sink shows is the one it delivered
+            committed[obj.name] = (self.sinks.delivered_epoch(m) if obj.kind == catalogs.SINK
+                                   else m.epoch if m.exists else obj.created_epoch)
+        behind = lag.behind(self, committed)
         out = []
         for obj in self.catalog().topological():
             if names is not None and obj.name not in names:
                 continue
-            m = self.manifest(obj.name)
-            epoch = m.epoch if m.exists else obj.created_epoch
-            if obj.kind == catalogs.SINK:  # the epoch a sink shows is the one it delivered
-                epoch = self.sinks.delivered_epoch(m)
-                out.append({"name": obj.name, "kind": obj.kind, "epoch": epoch, "lag_epochs": newest - epoch,
+            m, epoch = manifests[obj.name], committed[obj.name]
+            lagging = {"lag_epochs": behind[obj.name][0], "lag_seconds": behind[obj.name][1]}
+            if obj.kind == catalogs.SINK:
+                out.append({"name": obj.name, "kind": obj.kind, "epoch": epoch, **lagging,
                             **self.sinks.status_fields(self, obj)})
                 continue
             out.append({
-                "name": obj.name, "kind": obj.kind, "epoch": epoch, "lag_epochs": newest - epoch,
+                "name": obj.name, "kind": obj.kind, "epoch": epoch, **lagging,
                 "state_rows": m.state_rows(), "state_bytes": m.state_bytes(), "sst_files": m.sst_count(),
                 **{k: v for k, v in m.stats.items() if k != "committed_at"},
                 **(ingest.status_fields(self, obj, m) if ingest.is_connector(obj) else {}),
