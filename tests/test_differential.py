@@ -50,6 +50,8 @@ JOINS = {
     "full_join_residual": "SELECT t1.id, t2.id AS id2 FROM t1 FULL JOIN t2 ON t1.k = t2.k AND t1.v < t2.w",
     "comma_join": "SELECT t1.id, t2.w FROM t1, t2 WHERE t1.k = t2.k AND t1.v > t2.w",
     "three_way": "SELECT a.id, b.id AS bid, c.v FROM t1 a JOIN t2 b ON a.k = b.k JOIN t3 c ON c.k = b.k",
+    # one table three times, comma-joined (paths of length two through k -> v)
+    "three_way_self": "SELECT a.id, b.id AS bid, c.id AS cid, c.s FROM t1 a, t1 b, t1 c WHERE a.v = b.k AND b.v = c.k",
     "left_join_agg": "SELECT t1.k, count(t2.id) AS matches FROM t1 LEFT JOIN t2 ON t1.k = t2.k GROUP BY t1.k",
     "expression_key_join": "SELECT t1.id, t2.id AS id2 FROM t1 LEFT JOIN t2 ON t1.k + 1 = t2.k",
     # a fact joined to a dimension by its primary key (the in-process step gathers these matches)
