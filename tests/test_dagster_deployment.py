@@ -131,3 +131,18 @@ def test_daemon_runs_the_sensor_and_its_runs(dagster_dev):
 
     runs = _wait(finished, f"the run of epoch {epoch} did not finish", dagster_dev)
     assert [r["status"] for r in runs] == ["SUCCESS"]
+
+
+def test_instance_of_the_reference_deployment(tmp_path):
+    """dagster.yaml, read as `dagster dev` reads it from the folder it runs in (storage elsewhere)."""
+    from dagster import DagsterInstance
+    from dagster._core.instance.ref import InstanceRef
+
+    with DagsterInstance.from_ref(InstanceRef.from_dir(str(tmp_path), config_dir=str(ROOT))) as instance:
+        coordinator = instance.run_coordinator
+        assert type(coordinator).__name__ == "QueuedRunCoordinator"
+        assert coordinator.dequeue_interval_seconds == 1 and coordinator.dequeue_use_threads
+        assert coordinator.get_run_queue_config().max_concurrent_runs == 2
+        assert instance.get_settings("sensors") == {"use_threads": True, "num_workers": 2}
+        assert instance.run_monitoring_enabled and instance.run_monitoring_start_timeout_seconds == 180
+        assert not instance.telemetry_enabled
