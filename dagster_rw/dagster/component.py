@@ -18,12 +18,20 @@ LazyPySparkResource nested in the resource: the session starts when a step first
         spark.master: spark://spark-master:7077
         spark.executor.memory: 4g
 
+Freshness declared to Dagster (every asset stale when not materialized for that long):
+
+    attributes:
+      project: sql
+      freshness_fail_window_minutes: 60
+      freshness_warn_window_minutes: 15
+
 `dg scaffold defs dagster_rw.dagster.RwProjectComponent shop` writes `defs/shop/defs.yaml` (the
 project named `shop`) and a starter SQL project beside it (`defs/shop/sql/shop.sql`: a table and a
 view over it); the options `--project`, `--warehouse` and `--engine` set the attributes it writes.
 """
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +108,15 @@ class RwProjectComponent(dg.Component, dg.Resolvable, dg.Model):
     resource_key: str = "rw"
     sensor_interval_seconds: int = 5
     maintenance_cron: str | None = "*/30 * * * *"
+    freshness_fail_window_minutes: int | None = None  # each asset's FreshnessPolicy.time_window (at least 1)
+    freshness_warn_window_minutes: int | None = None
+
+    def freshness_policy(self) -> dg.FreshnessPolicy | None:
+        if self.freshness_fail_window_minutes is None:
+            return None
+        warn = self.freshness_warn_window_minutes
+        return dg.FreshnessPolicy.time_window(fail_window=timedelta(minutes=self.freshness_fail_window_minutes),
+                                              warn_window=timedelta(minutes=warn) if warn else None)
 
     def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
         path = Path(self.project)
@@ -109,7 +126,8 @@ class RwProjectComponent(dg.Component, dg.Resolvable, dg.Model):
         pyspark = LazyPySparkResource(spark_config=dict(self.spark_config)) if self.spark_config is not None else None
         resource = RwResource(warehouse=self.warehouse, s3_endpoint_url=self.s3_endpoint_url, spark=self.spark,
                               pyspark=pyspark, engine=self.engine)
-        assets = build_rw_assets(project, translator=DagsterRwTranslator(engines=resource.engine_kinds()),
+        assets = build_rw_assets(project, translator=DagsterRwTranslator(engines=resource.engine_kinds(),
+                                                                        freshness_policy=self.freshness_policy()),
                                  resource_key=self.resource_key)
         sensor = build_barrier_sensor(assets, name=f"{project.name}_barrier_sensor", resource_key=self.resource_key,
                                       minimum_interval_seconds=self.sensor_interval_seconds)

@@ -12,6 +12,13 @@ Kinds say what an asset is (`sql`, and `table`, `view`, `source` or `sink`) and,
 is given them, which engines run its steps (`engines=rw.engine_kinds()`: `duckdb` for steps run
 in-process, `spark` when the resource is configured with Spark). The engine that ran a given step is
 in its materialization's metadata, `dagster_rw/engine`.
+
+Freshness: given a `freshness_policy` (`dg.FreshnessPolicy.time_window(fail_window=..., warn_window=...)`),
+every asset declares it and Dagster's freshness daemon marks the asset stale when its last
+materialization is older than the window; `get_freshness_policy(obj)` chooses per object (none by
+default). Dagster measures the window from the last materialization, and an object whose inputs had
+nothing new records none, so a window shorter than the inputs' quiet spells flags assets that are
+current (their `lag_seconds` is 0).
 """
 from __future__ import annotations
 
@@ -34,8 +41,9 @@ def sql_block(sql: str) -> str:
 
 
 class DagsterRwTranslator:
-    def __init__(self, engines: Iterable[str] = ()):
+    def __init__(self, engines: Iterable[str] = (), freshness_policy: dg.FreshnessPolicy | None = None):
         self.engines = tuple(engines)
+        self.freshness_policy = freshness_policy
 
     def get_asset_key(self, obj: RwObject) -> dg.AssetKey:
         return dg.AssetKey([obj.name])
@@ -70,6 +78,9 @@ class DagsterRwTranslator:
     def get_owners(self, obj: RwObject) -> list[str] | None:
         return None
 
+    def get_freshness_policy(self, obj: RwObject) -> dg.FreshnessPolicy | None:
+        return self.freshness_policy
+
     def get_deps(self, obj: RwObject, project: RwProject) -> list[dg.AssetKey]:
         return [self.get_asset_key(project.get(d)) for d in obj.deps]
 
@@ -102,5 +113,6 @@ class DagsterRwTranslator:
             kinds=self.get_kinds(obj),
             tags=self.get_tags(obj),
             owners=self.get_owners(obj),
+            freshness_policy=self.get_freshness_policy(obj),
             skippable=True,
         )
