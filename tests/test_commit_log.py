@@ -3,7 +3,7 @@ processes killed at each point of a commit.
 
 The kill tests run a real writer process on moto's S3 server that INSERTs and FLUSHes in a loop,
 logging each INSERT once execute() returned (fsynced), and kills itself (SIGKILL) at one point of
-the commit protocol. The next process must see every object at a committed epoch, every
+the commit protocol, of DML staging or of compaction (explicit, or a background merge). The next process must see every object at a committed epoch, every
 acknowledged row exactly once, and views equal to DuckDB's answer over the tables.
 """
 from __future__ import annotations
@@ -70,7 +70,10 @@ def _check(conn, acked: list[tuple]) -> None:
 KILLED_WRITER = textwrap.dedent('''
     import os, signal, sys
     import dagster_rw
+    from dagster_rw.runtime import epochs as epochs_mod
+    from dagster_rw.runtime import warehouse as warehouse_mod
     from dagster_rw.storage import log as log_mod
+    from dagster_rw.storage import manifest as manifest_mod
     from dagster_rw.storage import pack as pack_mod
     from dagster_rw.storage.state_table import StateTable
 
@@ -86,18 +89,48 @@ KILLED_WRITER = textwrap.dedent('''
             return out
         return wrapper
 
-    def kill_before(real):
+    def kill_before(real, nth=1, when=lambda *args: True):
         def wrapper(*args, **kwargs):
-            os.kill(os.getpid(), signal.SIGKILL)
+            if when(*args):
+                calls["n"] += 1
+                if calls["n"] >= nth:
+                    os.kill(os.getpid(), signal.SIGKILL)
+            return real(*args, **kwargs)
         return wrapper
 
+    options = {"compact_max_files": 2, "background_compaction": False}
+    compacting = {"now": False}
     if point == "pack":  # the pack is in the bucket, the log entry that would list it is not
         pack_mod.Pack.upload = kill_after(pack_mod.Pack.upload, 3)
     elif point == "checkpoint":  # the entry at a checkpoint position is in, the checkpoint is not
         log_mod.WarehouseLog._checkpoint = kill_before(log_mod.WarehouseLog._checkpoint)
     elif point == "merge":  # a merge of (packed) state files has written its file, not committed it
         StateTable.merge_files = kill_after(StateTable.merge_files, 1)
-    conn = dagster_rw.connect(url, engine="duckdb", compact_max_files=2, background_compaction=False)
+    elif point == "gc":  # a FLUSH's entry is in; the files it let go (no grace period) are not deleted
+        options["gc_grace_seconds"] = 0
+        manifest_mod.settle_garbage = kill_before(manifest_mod.settle_garbage, 3, lambda store, keys, *a: keys)
+    elif point == "stage":  # an INSERT's batch is in the bucket, the entry accepting it is not
+        epochs_mod.accept = kill_before(epochs_mod.accept, 6)
+    elif point in ("compact", "compact-gc"):  # explicit compaction: merged, not committed / not collected
+        options.update(compact_max_files=100, gc_grace_seconds=0)
+        real_compact = warehouse_mod.Warehouse.compact
+
+        def compact(self, name):
+            compacting["now"] = True
+            try:
+                return real_compact(self, name)
+            finally:
+                compacting["now"] = False
+        warehouse_mod.Warehouse.compact = compact
+        if point == "compact":
+            StateTable.compact_all = kill_after(StateTable.compact_all, 1)
+        else:
+            manifest_mod.settle_garbage = kill_before(
+                manifest_mod.settle_garbage, when=lambda store, keys, *a: keys and compacting["now"])
+    elif point == "background":  # a background merge has written its file; no step adopted it
+        options["background_compaction"] = True
+        StateTable.merge_files = kill_after(StateTable.merge_files, 1)
+    conn = dagster_rw.connect(url, engine="duckdb", **options)
     with open(acks, "a") as log:
         for i in range(1000):
             conn.execute(f"INSERT INTO t VALUES ({i}, {i % 3}, {i * 7 % 11})")
@@ -110,6 +143,8 @@ KILLED_WRITER = textwrap.dedent('''
                 log.flush()
                 os.fsync(log.fileno())
             conn.execute("FLUSH")
+            if point.startswith("compact") and i % 6 == 5:
+                conn.compact()
     raise SystemExit("the writer was never killed")
 ''').replace("import os, signal, sys", "import json, os, signal, sys")
 
@@ -125,7 +160,8 @@ def _acked(path) -> list[tuple]:
     return list(rows.values())
 
 
-@pytest.mark.parametrize("point", ["pack", "checkpoint", "merge"])
+@pytest.mark.parametrize("point", ["pack", "checkpoint", "merge", "gc", "stage", "compact", "compact-gc",
+                                   "background"])
 def test_a_writer_killed_inside_a_commit_loses_and_doubles_nothing(s3, tmp_path, point):
     url = s3.url(BUCKET, f"kill-{point}-{uuid.uuid4().hex[:6]}")
     _schema(dagster_rw.connect(url, engine="duckdb"))
@@ -139,6 +175,11 @@ def test_a_writer_killed_inside_a_commit_loses_and_doubles_nothing(s3, tmp_path,
     acked = _acked(acks)
     assert len(acked) >= 3
     conn = dagster_rw.connect(url, engine="duckdb")
+    if point == "stage":  # the killed INSERT's batch is in the bucket, and no entry accepted it
+        state = log_mod.log_of(conn.wh.store).refresh()
+        accepted = {k for keys in state.unsealed.values() for k in keys} | set(state.trash) | {
+            k for record in state.epochs.values() for keys in record["batches"].values() for k in keys}
+        assert set(conn.wh.store.list("staging/")) - accepted
     epochs = {s["name"]: s["epoch"] for s in conn.status()}
     for name in VIEWS:  # every object reads at its committed epoch
         conn.execute(f"SELECT * FROM {name}").fetchall()
@@ -265,3 +306,45 @@ def test_a_reader_holding_an_old_snapshot_reads_packed_files_while_they_are_merg
     log_mod.log_of(reader).refresh()  # the reader knows where the packed files are
     for key in old_keys:
         assert os.path.getsize(reader.local_path(key)) > 0
+
+
+def test_a_checkpoint_that_cannot_be_written_does_not_fail_the_commit(tmp_path, monkeypatch, caplog):
+    """The entry at a checkpoint position landed: a failure writing the checkpoint (the disk full)
+    is logged, the FLUSH returns, and the next interval's checkpoint is written."""
+    monkeypatch.setattr(log_mod, "CHECKPOINT_INTERVAL", 5)
+    root = str(tmp_path / "wh")
+    conn = dagster_rw.connect(root, engine="duckdb")
+    _schema(conn)
+    store = LocalStore(root)
+    before = json.loads(store.read_bytes(log_mod.POINTER))["position"]  # _schema passed a checkpoint
+    real = LocalStore.write_bytes
+    failed = []
+
+    def write_bytes(self, key, data, durable=True):
+        if key.endswith(".checkpoint.json"):
+            failed.append(key)
+            raise OSError(28, "No space left on device")
+        return real(self, key, data, durable)
+
+    monkeypatch.setattr(LocalStore, "write_bytes", write_bytes)
+    acked = []
+    for i in range(12):  # past two checkpoint positions, both failing
+        conn.execute(f"INSERT INTO t VALUES ({i}, {i % 3}, {i})")
+        conn.execute("FLUSH")  # returns: its commit landed
+        acked.append((i, i % 3, i))
+    assert len(failed) >= 2 and "writing its checkpoint failed" in caplog.text
+    assert json.loads(store.read_bytes(log_mod.POINTER))["position"] == before
+    assert max(k for k in store.list("log/") if k.endswith(".checkpoint.json")) == log_mod.checkpoint_key(before)
+    _check(dagster_rw.connect(root, engine="duckdb"), acked)  # a new process replays every entry
+    monkeypatch.setattr(LocalStore, "write_bytes", real)
+    position = log_mod.log_of(conn.wh.store).current().position
+    for i in range(12, 12 + 5):  # the next interval writes its checkpoint
+        conn.execute(f"INSERT INTO t VALUES ({i}, {i % 3}, {i})")
+        conn.execute("FLUSH")
+        acked.append((i, i % 3, i))
+    pointer = json.loads(store.read_bytes(log_mod.POINTER))["position"]
+    assert position < pointer <= log_mod.log_of(conn.wh.store).current().position
+    fresh = log_mod.log_of(LocalStore(root))
+    fresh.refresh()
+    assert fresh.entries_read == fresh.current().position - pointer
+    _check(dagster_rw.connect(root, engine="duckdb"), acked)

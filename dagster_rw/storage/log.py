@@ -14,13 +14,16 @@ nothing happened). Nothing on that path lists the store.
 
 Every CHECKPOINT_INTERVAL entries the state is written whole (`log/<n>.checkpoint.json`) and
 `log/_last_checkpoint.json` names it, so a new process reads one checkpoint and the entries after
-it. Entries and checkpoints older than a checkpoint that is itself older than the retention
-period are deleted. A process that has not read the log for a quarter of that period starts again
-from the newest checkpoint, so it never continues from a position whose successors were pruned.
+it. A checkpoint that cannot be written (a full disk, a failing store) does not fail the commit
+whose entry landed: it is logged, and the next interval writes one. Entries and checkpoints
+older than a checkpoint that is itself older than the retention period are deleted. A process
+that has not read the log for a quarter of that period starts again from the newest checkpoint,
+so it never continues from a position whose successors were pruned.
 """
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 import weakref
@@ -35,6 +38,7 @@ CHECKPOINT_INTERVAL = 50
 RETENTION_SECONDS = 3600.0
 _WIDTH = 20
 _ATTEMPTS = 200
+_log = logging.getLogger("dagster_rw")
 
 
 def entry_key(position: int) -> str:
@@ -225,7 +229,11 @@ class WarehouseLog:
                     self.state.apply(position, json.loads(data))  # as other processes will read it
                     self._read_at = time.monotonic()
                     if position % CHECKPOINT_INTERVAL == 0:
-                        self._checkpoint()
+                        try:
+                            self._checkpoint()
+                        except Exception:  # noqa: BLE001 - the commit landed; the next interval checkpoints
+                            _log.warning("%s committed at log position %d; writing its checkpoint failed "
+                                         "(the next checkpoint interval writes one)", what, position, exc_info=True)
                     return position
                 self._read_forward()
             raise OperationalError(f"{what}: other processes kept appending to the warehouse log first")
