@@ -62,3 +62,44 @@ def test_the_component_and_the_reference_deployment_declare_one(tmp_path):
         env={**os.environ, "DAGSTER_RW_WAREHOUSE": str(tmp_path / "ref")})
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["3600.0", "900.0"]
+
+
+def test_each_object_and_check_has_its_own_start_and_end_in_the_step(tmp_path):
+    project = RwProject(SHOP)
+    assets = build_rw_assets(project)
+    resource = RwResource(warehouse=str(tmp_path / "wh"), engine="duckdb")
+    with dg.instance_for_test() as instance:
+        assert dg.materialize(assets, resources={"rw": resource}, instance=instance).success
+        with dagster_rw.connect(str(tmp_path / "wh")) as feeder:
+            feeder.execute("INSERT INTO items VALUES (1, 'pen', 2.50)")
+            feeder.execute("INSERT INTO orders VALUES (10, 1, 'ann', 0, TIMESTAMP '2026-11-01 10:00:00')")
+            feeder.barrier()
+        run = dg.materialize(assets, resources={"rw": resource}, instance=instance, raise_on_error=False)
+        events = [e for e in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.ENGINE_EVENT)
+                  if e.dagster_event.engine_event_data.marker_start or e.dagster_event.engine_event_data.marker_end]
+    starts = {e.dagster_event.engine_event_data.marker_start: e for e in events
+              if e.dagster_event.engine_event_data.marker_start}
+    ends = {e.dagster_event.engine_event_data.marker_end: e for e in events
+            if e.dagster_event.engine_event_data.marker_end}
+    step_objects = [n for n, o in project.objects.items() if o.kind != "sink"]
+    checks = {f"check {project.objects[k.asset_key.path[-1]].name}:{k.name}"
+              for a in assets for k in a.check_keys if k.asset_key.path[-1] in step_objects}
+    assert set(starts) == set(ends) == {f"refresh {n}" for n in step_objects} | checks
+    assert all(e.dagster_event.step_key for e in events)  # markers of the step, drawn in its bar
+    # the objects are refreshed one after another in the project's order, each ending before the next starts
+    for before, after in zip(step_objects, step_objects[1:]):
+        assert ends[f"refresh {before}"].timestamp <= starts[f"refresh {after}"].timestamp
+    epochs = {m.asset_key.path[-1]: m.metadata["dagster_rw/epoch"].value
+              for m in run.asset_materializations_for_node(assets[0].node_def.name)}
+    for name in step_objects:
+        start, end = starts[f"refresh {name}"], ends[f"refresh {name}"]
+        meta = end.dagster_event.engine_event_data.metadata
+        assert start.timestamp <= end.timestamp
+        assert meta["dagster_rw/started"].value <= meta["dagster_rw/finished"].value
+        assert meta["dagster_rw/seconds"].value >= 0 and meta["dagster_rw/outcome"].value == "done"
+        assert meta["dagster_rw/epoch"].value == epochs[name]
+    # the failing expectation's span says so
+    between = ends["check orders:expect_column_values_to_be_between__quantity"].dagster_event.engine_event_data
+    assert between.metadata["dagster_rw/passed"].value == "False"
+    assert ends["check items:key_unique_not_null"].dagster_event.engine_event_data.metadata[
+        "dagster_rw/passed"].value == "True"

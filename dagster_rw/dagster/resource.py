@@ -23,6 +23,7 @@ from pydantic import Field, PrivateAttr
 from .. import dbapi
 from ..errors import Error
 from .project import RwProject
+from .timing import timed
 
 PROJECT_DIR_KEY = "dagster_rw/project_dir"
 EPOCH_TAG = "dagster_rw/epoch"  # a barrier sensor's run: the epoch it applies
@@ -322,7 +323,10 @@ class RwRefresh:
             return dg.AssetCheckResult(
                 asset_key=check_key.asset_key, check_name=check_key.name, passed=False,
                 description=f"{name!r} does not exist in the warehouse yet: materialize it first")
-        return checks.evaluate(self.resource, conn, self.project.get(name), check_key)
+        with timed(self.context, f"check {name}:{check_key.name}", f"check {check_key.name} of {name}") as span:
+            result = checks.evaluate(self.resource, conn, self.project.get(name), check_key)
+            span["dagster_rw/passed"] = str(result.passed)
+        return result
 
     def _refresh_one(self, conn, name: str, asset_key: dg.AssetKey, check_keys: list) -> Iterator:
         before = conn.wh.manifest(name)
@@ -333,7 +337,9 @@ class RwRefresh:
                 and not next(iter(conn.wh.status([name])), {}).get("lag_epochs"))
         t0 = time.perf_counter()
         try:
-            epoch = conn.refresh(name)
+            with timed(self.context, f"refresh {name}", f"refresh {name}") as span:
+                epoch = conn.refresh(name)
+                span["dagster_rw/epoch"] = epoch
         except Error:
             if self.project.get(name).kind == "sink":
                 # a sink that cannot deliver: report how long it has been stuck, then fail the
