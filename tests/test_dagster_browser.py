@@ -1,0 +1,215 @@
+"""The reference deployment as a user sees it in a browser: headless Chromium (Debian's `chromium`),
+driven through the DevTools protocol, against `dagster dev -w workspace.yaml` on a loopback port, its
+instance configured by the repository's dagster.yaml, over a warehouse in a temporary folder.
+
+It loads the asset group's graph and an asset page, reads what is shown (the assets' names, the
+epoch in the Metadata section, the declared freshness policy, the plots behind the Table/Plots
+toggle) and takes a screenshot of the plots: docs/images/asset-metadata.png is written when it is
+missing or when DAGSTER_RW_UPDATE_SCREENSHOTS=1 (else the screenshot stays in the test's tmp folder).
+Skipped, with the reason, where Chromium is not installed or cannot start.
+"""
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import ExitStack
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from dagster._core.instance.ref import InstanceRef
+from kafka_broker import free_port
+
+import dagster_rw
+from dagster_rw.dagster import RwProject, RwResource, build_rw_assets
+
+ROOT = Path(__file__).resolve().parent.parent
+SHOP = ROOT / "assets" / "shop"
+SCREENSHOT = ROOT / "docs" / "images" / "asset-metadata.png"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium)")
+
+
+class Browser:
+    """One headless Chromium page, driven over the DevTools protocol's websocket."""
+
+    def __init__(self, profile: Path, width: int = 1400, height: int = 1000):
+        from websockets.sync.client import connect
+
+        self.proc = subprocess.Popen(
+            [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+             "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0", f"--user-data-dir={profile}",
+             f"--window-size={width},{height}", "about:blank"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        lines = []
+        for line in self.proc.stderr:  # Chromium prints its DevTools endpoint, or why it cannot start
+            lines.append(line)
+            if m := re.search(r"DevTools listening on ws://127\.0\.0\.1:(\d+)/", line):
+                break
+        else:
+            self.proc.wait()
+            pytest.skip("chromium cannot run here: " + "".join(lines)[-500:])
+        targets = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{m.group(1)}/json/list", timeout=10).read())
+        page = next(t for t in targets if t["type"] == "page")
+        self._stack = ExitStack()
+        self.ws = self._stack.enter_context(connect(page["webSocketDebuggerUrl"], max_size=None, open_timeout=10))
+        self.ids = itertools.count(1)
+        self.call("Page.enable")
+        self.call("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1,
+                  mobile=False)
+
+    def call(self, method: str, **params):
+        i = next(self.ids)
+        self.ws.send(json.dumps({"id": i, "method": method, "params": params}))
+        while True:
+            msg = json.loads(self.ws.recv(timeout=60))
+            if msg.get("id") == i:
+                assert "error" not in msg, (method, msg["error"])
+                return msg["result"]
+
+    def js(self, expression: str):
+        out = self.call("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
+        assert "exceptionDetails" not in out, out["exceptionDetails"]
+        return out["result"].get("value")
+
+    def open(self, url: str) -> None:
+        self.call("Page.navigate", url=url)
+
+    def wait_for(self, expression: str, what: str, timeout: float = 45):
+        """Poll a JavaScript expression until it gives something truthy (the page renders as data arrives)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = self.js(expression)
+            if value:
+                return value
+            time.sleep(0.25)
+        raise AssertionError(f"{what} within {timeout}s; the page shows: {self.js('document.body.innerText')[:2000]}")
+
+    def screenshot(self, path: Path, clip: dict) -> None:
+        data = self.call("Page.captureScreenshot", format="png", clip={**clip, "scale": 1})["data"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(base64.b64decode(data))
+
+    def close(self) -> None:
+        try:
+            self._stack.close()
+        finally:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.wait(20)
+
+
+def _graphql(port: int, query: str) -> dict:
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", data=json.dumps({"query": query}).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.loads(r.read())
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory):
+    """Three materializations of the shop's tables and two views (rows added between them) recorded in
+    the instance, then `dagster dev` over that instance and warehouse, and a browser."""
+    tmp = tmp_path_factory.mktemp("browser")
+    home, warehouse = tmp / "dagster_home", str(tmp / "wh")
+    home.mkdir()
+    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
+    port = free_port()
+    env = {**os.environ, "DAGSTER_HOME": str(home), "DAGSTER_RW_WAREHOUSE": warehouse, "DAGSTER_RW_ENGINE": "duckdb"}
+    log_path = tmp / "dagster.log"
+    with open(log_path, "w") as log:  # it starts while the runs below record their materializations
+        proc = subprocess.Popen([sys.executable, "-m", "dagster", "dev", "-w", "workspace.yaml", "-h", "127.0.0.1",
+                                 "-p", str(port)], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    browser = None
+    try:
+        assets = build_rw_assets(RwProject(SHOP))
+        resource = RwResource(warehouse=warehouse, engine="duckdb")
+        some = dg.AssetSelection.assets("items", "orders", "order_lines", "item_revenue").without_checks()
+        with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance, \
+                dagster_rw.connect(warehouse) as feeder:
+            for i in range(3):
+                assert dg.materialize(assets, selection=some, resources={"rw": resource}, instance=instance).success
+                feeder.execute(f"INSERT INTO items VALUES ({i + 1}, 'item{i}', {2.5 + i})")
+                feeder.execute(f"INSERT INTO orders VALUES ({100 + i}, {i + 1}, 'ann', {i + 1}, now())")
+                feeder.barrier()
+            feeder.wh.sync()
+            epochs = {r["name"]: r["epoch"] for r in feeder.status()}
+        deadline = time.monotonic() + 120
+        while True:  # the webserver answers, then its code location lists the assets
+            assert proc.poll() is None and time.monotonic() < deadline, log_path.read_text()[-3000:]
+            try:
+                nodes = _graphql(port, "{ assetNodes { assetKey { path } } }").get("data", {}).get("assetNodes")
+                if nodes:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.5)
+        browser = Browser(tmp / "chromium")
+        yield {"url": f"http://127.0.0.1:{port}", "browser": browser, "epochs": epochs, "tmp": tmp}
+    finally:
+        if browser is not None:
+            browser.close()
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def test_the_asset_graph_shows_every_object(deployment):
+    b = deployment["browser"]
+    b.open(f"{deployment['url']}/locations/dagster_rw_reference/asset-groups/shop")
+    names = sorted(RwProject(SHOP).objects)
+    shown = b.wait_for(
+        f"(() => {{ const t = document.body.innerText; const names = {json.dumps(names)};"
+        " return names.every(n => t.includes(n)) && t; })()", "the asset group did not list every object")
+    assert "shop" in shown and "dagster_rw_reference" in shown
+
+
+_ROWS = "[...document.querySelectorAll('tr')].map(tr => [...tr.cells].map(c => c.innerText.trim()))"
+_SECTION = ("(() => { const h = [...document.querySelectorAll('span')].find(e => e.children.length === 0"
+            " && e.innerText.trim() === 'Metadata'); return h && h.closest('button').parentElement; })()")
+
+
+def test_an_asset_page_shows_its_epoch_and_plots(deployment):
+    b = deployment["browser"]
+    b.open(f"{deployment['url']}/assets/order_lines")
+    keys = ["dagster_rw/epoch", "dagster_rw/lag_epochs", "dagster_rw/engine", "dagster_rw/stream_key"]
+    rows = b.wait_for(f"(() => {{ const rows = {_ROWS}; const keys = new Set(rows.map(r => r[0]));"
+                      f" return {json.dumps(keys)}.every(k => keys.has(k)) && rows; }})()",
+                      "the Metadata section did not show the epoch, lag, engine and stream key")
+    latest = {r[0]: r[-1] for r in rows if r}
+    assert latest["dagster_rw/epoch"] == str(deployment["epochs"]["order_lines"])
+    assert latest["dagster_rw/lag_epochs"] == "0" and latest["dagster_rw/engine"] == "duckdb"
+    assert latest["dagster_rw/stream_key"] == "order_id, item_id"
+    # the deployment's freshness policy, declared to Dagster (the section loads after the page)
+    b.wait_for("document.body.innerText.includes('Fails if more than an hour since last materialization')",
+               "the asset page showed no freshness policy")
+    # the plots sit behind the Table/Plots toggle of the Metadata section
+    b.js("[...document.querySelectorAll('button')].find(e => e.innerText.trim() === 'Plots').click()")
+    titles = b.wait_for(
+        f"(() => {{ const s = {_SECTION}; const t = s.innerText;"
+        " return s.querySelectorAll('canvas').length >= 5 && t.includes('dagster_rw/epoch') && t; })()",
+        "the Plots view drew no plots")
+    for key in ("dagster_rw/epoch", "dagster_rw/lag_seconds", "dagster_rw/rows_inserted", "dagster/row_count"):
+        assert key in titles
+    assert "dagster_rw/engine" not in titles  # text metadata is not plotted
+    rect = b.js(f"(() => {{ const s = {_SECTION}; s.scrollIntoView(); const r = s.getBoundingClientRect();"
+                " return {x: r.left, y: r.top, width: r.width, height: Math.min(r.height, innerHeight - r.top)}; })()")
+    shot = deployment["tmp"] / "asset-metadata.png"
+    b.screenshot(shot, rect)
+    assert shot.stat().st_size > 10_000
+    if not SCREENSHOT.exists() or os.environ.get("DAGSTER_RW_UPDATE_SCREENSHOTS") == "1":
+        SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, SCREENSHOT)
