@@ -28,6 +28,7 @@ from ..storage.catalog import (
     CatalogObject,
     Column,
 )
+from ..storage.log import log_of
 from ..storage.manifest import Manifest
 from ..storage.pack import Pack
 from ..storage.object_store import ObjectStore
@@ -238,7 +239,11 @@ class Warehouse:
         FLUSH's round, the version joins the round's one commit (Warehouse._publish_round)."""
         grace = self.options["gc_grace_seconds"]
         if self._batch is None:
-            nxt = manifests.commit(self.store, m, dropped, grace)
+            try:
+                nxt = manifests.commit(self.store, m, dropped, grace)
+            except BaseException:
+                self._discard_unlisted([m], dropped)
+                raise
         else:
             nxt, expired = manifests.successor(m, dropped, grace)
             with self._batch_lock:
@@ -642,6 +647,7 @@ class Warehouse:
         newest = epochs.newest_epoch(self.store)
         self.pipelining = True
         self._batch, self._batch_expired = {}, []
+        versions, expired = self._batch, self._batch_expired  # (kept when the commit takes them)
         self.pack = Pack(self.store) if self.store.packs_files else None
         step.hold_indexing(True)
         try:
@@ -660,6 +666,7 @@ class Warehouse:
             self._batch = None
             if self.pack is not None:
                 self.pack.discard()
+            self._discard_unlisted([nxt for _, nxt in versions.values()], expired)
             self._manifests.clear()  # nothing of the round was committed
             raise
         finally:
@@ -687,6 +694,20 @@ class Warehouse:
         for m in versions:
             self.remember_manifest(m)
         manifests.settle_garbage(self.store, expired, self.options["gc_grace_seconds"])
+
+    def _discard_unlisted(self, versions: list[Manifest], expired: list[str]) -> None:
+        """After a commit that failed or was lost to another process (a FLUSH's round, or one
+        object's): delete the files its versions list that no committed manifest lists (written
+        for it, never seen by anyone), so a retried step or FLUSH leaves nothing behind."""
+        listed = log_of(self.store).current().listed_files()
+        mine = {f.key for m in versions for files in [*m.state.values(), m.changelog] for f in files}
+        mine.update(g["key"] for m in versions for g in m.garbage)  # its own change files, dropped at once
+        mine.update(expired)
+        for key in mine - listed:
+            try:
+                self.store.delete(key)
+            except Exception:  # noqa: BLE001 - a file left behind is garbage; the round's error is the one to report
+                logging.getLogger("dagster_rw").warning("could not delete %s", key, exc_info=True)
 
     def collect_garbage(self) -> None:
         """Delete the staged batches every table has applied (worked out on the log's newest
