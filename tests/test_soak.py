@@ -25,8 +25,8 @@ from oracle import Oracle, assert_same
 import dagster_rw
 
 WRITERS = 4
-STATEMENTS = 50  # per writer
-SECONDS = 45.0  # per writer, at most: each stops at whichever bound it reaches first
+STATEMENTS = 40  # per writer
+SECONDS = 30.0  # per writer, at most: each stops at whichever bound it reaches first
 TICKS = 3  # the sensor's ticks, at least (each executes the run it requests)
 SEED = int(os.environ.get("DRW_SOAK_SEED", "2611"))
 
@@ -36,7 +36,8 @@ CREATE TABLE acct (id INT PRIMARY KEY, w INT, v INT);
 CREATE TABLE ev (w INT, n INT, acct INT, amt INT);
 CREATE MATERIALIZED VIEW by_w AS SELECT w, count(*) AS n, sum(v) AS sv, min(v) AS mn, max(v) AS mx FROM acct GROUP BY w;
 CREATE MATERIALIZED VIEW ev_by_w AS SELECT w, count(*) AS n, sum(amt) AS total, max(amt) AS mx FROM ev GROUP BY w;
-CREATE MATERIALIZED VIEW ev_acct AS SELECT a.w, count(*) AS n, sum(e.amt) AS total FROM ev e JOIN acct a ON e.acct = a.id GROUP BY a.w;
+CREATE MATERIALIZED VIEW ev_acct AS SELECT a.w, count(*) AS n, sum(e.amt) AS total
+    FROM ev e JOIN acct a ON e.acct = a.id GROUP BY a.w;
 CREATE MATERIALIZED VIEW top_acct AS SELECT id, v FROM acct ORDER BY v DESC, id LIMIT 5;
 """
 TABLES = {"acct": "CREATE TABLE acct (id INT PRIMARY KEY, w INT, v INT)",
