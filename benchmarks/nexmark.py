@@ -36,7 +36,8 @@ Engines, each given the same files and each query on its own, one query at a tim
               INSERT until the job ends. Only when `pyflink` imports; otherwise "skipped".
 
 Warm: before measuring, each engine runs q7w once over the files (not counted), so JIT, imports and
-Python workers are warm. Prints per query each engine's seconds and events per second, and
+Python workers are warm. Then the engines take turns, query by query (dagster-rw q0, Spark q0,
+dagster-rw q1, ...), so that a change in the machine's load falls on all of them alike. Prints per query each engine's seconds and events per second, and
 dagster-rw's speed against the fastest peer (peer seconds / dagster-rw seconds: above 1 is faster).
 
     python benchmarks/nexmark.py                              # 1M events in 4 files, all queries
@@ -232,18 +233,12 @@ class Flink:
         self.env.execute_sql(f"CREATE TABLE bid ({cols}, WATERMARK FOR date_time AS date_time - INTERVAL '10' "
                              f"SECOND) WITH ('connector' = 'filesystem', 'path' = 'file://{folder}', "
                              f"'format' = 'json', 'json.timestamp-format.standard' = 'SQL')")
-        self.sinks = 0
 
     def run(self, query: str) -> float:
-        self.sinks += 1
-        sink = f"out_{query}_{self.sinks}"
+        from pyflink.table import TableDescriptor
+
         table = self.env.sql_query(FLINK_QUERIES[query])
-        fields = ", ".join(f"`{f.name}` {f.data_type}" for f in table.get_resolved_schema().get_columns()) \
-            if hasattr(table, "get_resolved_schema") else None
-        if fields is None:
-            schema = table.get_schema()
-            fields = ", ".join(f"`{n}` {t}" for n, t in zip(schema.get_field_names(), schema.get_field_data_types()))
-        self.env.execute_sql(f"CREATE TABLE {sink} ({fields}) WITH ('connector' = 'blackhole')")
+        sink = TableDescriptor.for_connector("blackhole").build()  # its schema is the query's
         t0 = time.perf_counter()
         table.execute_insert(sink).wait()
         return time.perf_counter() - t0
@@ -277,29 +272,31 @@ def main() -> None:
         print("rows per query (DuckDB over the files): "
               + ", ".join(f"{q} {expect[q]:,}" for q in queries))
 
-        times: dict[tuple[str, str], float] = {}
-
-        def measure(engine: str, run) -> None:
-            run("q7w")  # warm-up, not counted
-            for q in queries:
-                times[(engine, q)] = statistics.median(run(q) for _ in range(args.runs))
-                print(f"  {engine:<10} {q:<4} {times[(engine, q)]:6.2f} s", flush=True)
-
+        runners, stops = {}, []
         if "dagster-rw" in engines:
-            measure("dagster-rw", lambda q: run_dagster_rw(folder, q, expect[q]))
+            runners["dagster-rw"] = lambda q: run_dagster_rw(folder, q, expect[q])
         if "spark" in engines:
             spark = Spark(folder, args.events)
-            try:
-                measure("spark", spark.run)
-            finally:
-                spark.stop()
+            runners["spark"], stops = spark.run, [spark.stop]
         if "flink" in engines:
             try:
-                import pyflink  # noqa: F401
+                import pyflink.table  # noqa: F401
             except ImportError:
                 print("  flink: skipped: pyflink not installed")
             else:
-                measure("flink", Flink(folder).run)
+                runners["flink"] = Flink(folder).run
+        times: dict[tuple[str, str], float] = {}
+        try:
+            for run in runners.values():
+                run("q7w")  # warm-up, not counted
+            # engines take turns on each query, so a change in the machine's load falls on all of them
+            for q in queries:
+                for engine, run in runners.items():
+                    times[(engine, q)] = statistics.median(run(q) for _ in range(args.runs))
+                    print(f"  {engine:<10} {q:<4} {times[(engine, q)]:6.2f} s", flush=True)
+        finally:
+            for stop in stops:
+                stop()
 
         ran = [e for e in ("dagster-rw", "spark", "flink") if any((e, q) in times for q in queries)]
         print(f"\n{'query':<6}" + "".join(f"{e + ' s':>14}{'events/s':>12}" for e in ran)
