@@ -221,7 +221,7 @@ def test_a_new_process_starts_from_the_newest_checkpoint_and_reads_only_later_en
     root = str(tmp_path / "wh")
     conn = dagster_rw.connect(root, engine="duckdb")
     _schema(conn)
-    for i in range(30):
+    for i in range(45):
         conn.execute(f"INSERT INTO t VALUES ({i}, {i % 3}, {i})")
         conn.execute("FLUSH")
     position = log_mod.log_of(conn.wh.store).current().position
@@ -234,7 +234,7 @@ def test_a_new_process_starts_from_the_newest_checkpoint_and_reads_only_later_en
     assert log.entries_read == position - pointer  # the checkpoint, then the entries after it
     assert log.current().to_json() | {"marks": None} == \
         log_mod.log_of(conn.wh.store).current().to_json() | {"marks": None}
-    _check(dagster_rw.connect(root, engine="duckdb"), [(i, i % 3, i) for i in range(30)])
+    _check(dagster_rw.connect(root, engine="duckdb"), [(i, i % 3, i) for i in range(45)])
 
 
 def test_an_entry_writes_the_change_to_garbage_not_the_whole_list(tmp_path):
@@ -372,3 +372,34 @@ def test_a_checkpoint_that_cannot_be_written_does_not_fail_the_commit(tmp_path, 
     fresh.refresh()
     assert fresh.entries_read == fresh.current().position - pointer
     _check(dagster_rw.connect(root, engine="duckdb"), acked)
+
+
+def test_a_flush_whose_held_barrier_another_process_overtakes_seals_again(tmp_path, monkeypatch):
+    """A FLUSH holds its barrier until its commit writes both in one entry. When another process's
+    barrier lands first (sealing the same batches), the FLUSH's commit is refused, it reads the log
+    again and seals anew: no batch is sealed twice, nothing is lost, the views are right."""
+    root = str(tmp_path / "wh")
+    conn = dagster_rw.connect(root, engine="duckdb")
+    _schema(conn)
+    other = dagster_rw.connect(root, engine="duckdb")
+    real = type(conn.wh).refresh_all
+    overtaken = []
+
+    def refresh_all(wh):
+        if wh is conn.wh and not overtaken:
+            other.wh.sync()
+            other.execute("INSERT INTO t VALUES (100, 1, 1)")
+            overtaken.append(other.barrier())  # a barrier of its own, written at once
+        return real(wh)
+
+    monkeypatch.setattr(type(conn.wh), "refresh_all", refresh_all)
+    rows = [(i, i % 3, i) for i in range(5)]
+    conn.execute("INSERT INTO t VALUES " + ", ".join(str(r) for r in rows))
+    epoch = conn.execute("FLUSH") and log_mod.log_of(conn.wh.store).current().newest_epoch
+    assert overtaken and epoch > overtaken[0]
+    assert conn.wh.flush_retries >= 1
+    state = log_mod.log_of(LocalStore(root)).refresh()
+    sealed = [k for record in state.epochs.values() for keys in record["batches"].values() for k in keys]
+    assert len(sealed) == len(set(sealed))  # every batch in one epoch only
+    assert not state.unsealed
+    _check(dagster_rw.connect(root, engine="duckdb"), rows + [(100, 1, 1)])

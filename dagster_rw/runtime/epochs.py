@@ -75,6 +75,26 @@ def barrier(store: ObjectStore, extra: dict | None = None) -> int:
     return epoch[0]
 
 
+def seal(store: ObjectStore, extra=None) -> int:
+    """barrier(), held in this process and written with its next log entry (a FLUSH's commit):
+    the FLUSH's barrier and commit are one entry (storage/log.py WarehouseLog.seal)."""
+    return log_of(store).seal(extra)
+
+
+def write_sealed(store: ObjectStore) -> None:
+    """Write the barrier this process holds (seal), if any, in an entry of its own."""
+    log_of(store).write_sealed()
+
+
+def check_sealed(store: ObjectStore, epoch: int, what: str) -> None:
+    """CommitConflict when the barrier of `epoch` sealed here lost its place to another process's."""
+    log_of(store).check_sealed(epoch, what)
+
+
+def sealed_lost(store: ObjectStore, epoch: int) -> bool:
+    return log_of(store).fate.get(epoch) == "lost"
+
+
 def batches_for(store: ObjectStore, table: str, after: int, upto: int) -> list[str]:
     """The staged batches of `table` sealed in epochs (after, upto], in the order they were accepted."""
     state = log_of(store).current()

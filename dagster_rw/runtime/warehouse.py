@@ -94,6 +94,7 @@ class Warehouse:
         self.options = dict(DEFAULT_OPTIONS)
         self.options.update({k: v for k, v in options.items() if k in DEFAULT_OPTIONS})
         self.flush_retries = 0  # FLUSHes that went on after losing a commit race (for tests and status)
+        self._sealed: int | None = None  # the epoch a FLUSH in progress sealed (epochs.seal)
         self._catalog: Catalog | None = None
         self._plans: dict[tuple[str, int], object] = {}
         self._manifests: dict[str, Manifest] = {}
@@ -609,20 +610,29 @@ class Warehouse:
         read what other processes committed (Warehouse.sync)."""
         if not synced:
             self.sync()
-        epoch = self.barrier()
+        # the barrier is held here and written with the round's commit: one log entry per FLUSH
+        epoch = self._sealed = epochs.seal(self.store, extra=ingest.barrier_offsets(self))
         delay, retries = self.options["flush_retry_initial_seconds"], self.options["flush_conflict_retries"]
-        while True:
-            try:
-                self.refresh_all()
-                return epoch
-            except CommitConflict:
-                if retries <= 0:
-                    raise
-                retries -= 1
-                self.flush_retries += 1
-            time.sleep(delay * random.uniform(0.5, 1.5))
-            delay = min(2 * delay, self.options["flush_retry_max_seconds"])
-            self.sync()
+        try:
+            while True:
+                try:
+                    self.refresh_all()
+                    return epoch
+                except CommitConflict:
+                    if retries <= 0:
+                        raise
+                    retries -= 1
+                    self.flush_retries += 1
+                time.sleep(delay * random.uniform(0.5, 1.5))
+                delay = min(2 * delay, self.options["flush_retry_max_seconds"])
+                self.sync()
+                if epochs.sealed_lost(self.store, epoch):  # another barrier sealed epochs first: seal anew
+                    epoch = self._sealed = epochs.seal(self.store, extra=ingest.barrier_offsets(self))
+        finally:
+            self._sealed = None
+            # written by the round's commit; else (a round that failed or committed nothing) now, as a
+            # barrier written before the round would be: what it sealed stays sealed
+            epochs.write_sealed(self.store)
 
     def refresh_all(self) -> int:
         """Advance every object to the newest epoch and deliver the sinks. A sink INTO a table
@@ -688,8 +698,14 @@ class Warehouse:
         versions = [dataclasses.replace(nxt, version=base + 1) for base, nxt in batch.values()]
         collection = epochs.Collection({m.object: m.epoch for m in versions})
         packs = self.pack.upload() if self.pack is not None else {}
-        manifests.publish(self.store, versions, "FLUSH",
-                          extra=lambda state: {**collection(state), **({"packs": packs} if packs else {})})
+        sealed = self._sealed
+
+        def extra(state):
+            if sealed is not None:  # the FLUSH's barrier goes into this entry, unless another came first
+                epochs.check_sealed(self.store, sealed, "FLUSH")
+            return {**collection(state), **({"packs": packs} if packs else {})}
+
+        manifests.publish(self.store, versions, "FLUSH", extra=extra)
         self.pack = None  # committed: its files are the warehouse's now
         for m in versions:
             self.remember_manifest(m)

@@ -6,7 +6,7 @@ same position one wins, and the other reads the entries it missed and tries the 
 rebuilding its entry on what it read (where the two really conflict, the rebuild raises
 CommitConflict). The log's order is the warehouse's order: catalog versions, accepted DML batches,
 barriers and every object's manifest versions are all entries, and one entry can hold many of them
-(a FLUSH commits every object it advanced in one entry).
+(a FLUSH's entry holds its barrier and commits every object it advanced).
 
 A process keeps the state the entries add up to (LogState) and continues from the position it
 knows: seeing what other processes committed costs one GET of the next position (absent when
@@ -69,7 +69,35 @@ class LogState:
     trash: list[str] = field(default_factory=list)
     due: list[str] = field(default_factory=list)
 
-    def apply(self, position: int, entry: dict) -> None:
+    def seal(self, barrier: dict) -> int:
+        """A barrier's effect: the next epoch, sealing the batches it lists (a FLUSH's barrier,
+        committed with the FLUSH's entry) or, without a list, every batch not yet sealed."""
+        record = dict(barrier)
+        listed = record.get("batches")
+        record["epoch"] = self.newest_epoch + 1
+        if listed is None:
+            record["batches"], self.unsealed = self.unsealed, {}
+        else:
+            for table, keys in listed.items():
+                taken = set(keys)
+                left = [k for k in self.unsealed.get(table, []) if k not in taken]
+                if left:
+                    self.unsealed[table] = left
+                else:
+                    self.unsealed.pop(table, None)
+        self.epochs[record["epoch"]] = record
+        self.newest_epoch = record["epoch"]
+        return record["epoch"]
+
+    def unseal(self, epoch: int) -> None:
+        """Take back `seal` of the newest epoch (a barrier sealed here and not yet in the log): its
+        batches are unsealed again, ahead of those accepted since."""
+        record = self.epochs.pop(epoch)
+        self.newest_epoch = epoch - 1
+        for table, keys in record["batches"].items():
+            self.unsealed[table] = list(keys) + self.unsealed.get(table, [])
+
+    def apply(self, position: int, entry: dict, sealed_here: bool = False) -> None:
         if "catalog" in entry:
             self.catalog = entry["catalog"]
         for name in entry.get("drop", []):
@@ -77,12 +105,8 @@ class LogState:
             self.unsealed.pop(name, None)
         for table, keys in entry.get("stage", {}).items():
             self.unsealed.setdefault(table, []).extend(keys)
-        if "barrier" in entry:
-            record = dict(entry["barrier"])
-            record["epoch"] = self.newest_epoch + 1
-            record["batches"], self.unsealed = self.unsealed, {}
-            self.epochs[record["epoch"]] = record
-            self.newest_epoch = record["epoch"]
+        if "barrier" in entry and not sealed_here:
+            self.seal(entry["barrier"])
         for pack, layout in entry.get("packs", {}).items():
             self.packs[pack] = layout
             self.packed.update((key, pack) for key in layout)
@@ -150,6 +174,11 @@ class WarehouseLog:
         self.state: LogState | None = None
         self.lock = threading.RLock()
         self._read_at = 0.0  # monotonic time the log was last read up to its end
+        # a barrier sealed in this process's state and not yet written: it goes into the next entry
+        # this process appends (a FLUSH's commit); `fate`: what became of the epochs sealed here
+        # ('held', 'written', or 'lost' when another process's barrier came first)
+        self.sealed: dict | None = None
+        self.fate: dict[int, str] = {}
         self.entries_read = 0  # entries this process read that other processes wrote
         _logs.add(self)
 
@@ -165,7 +194,13 @@ class WarehouseLog:
         """Read the entries other processes appended since this process last looked."""
         with self.lock:
             if self.state is None or time.monotonic() - self._read_at > self.retention_seconds / 4:
+                held, self.sealed = self.sealed, None
                 self.state = self._from_checkpoint()
+                self._read_forward()
+                if held is not None:  # the barrier held here, sealed again on the state read anew
+                    self.sealed = held
+                    self._keep_sealed(self.state.newest_epoch + 1 != held["epoch"])
+                return self.state
             self._read_forward()
             return self.state
 
@@ -192,6 +227,10 @@ class WarehouseLog:
 
     def _read_forward(self) -> None:
         state = self.state
+        held = self.sealed
+        if held is not None:  # other processes' entries come before it: take it back while reading
+            state.unseal(held["epoch"])
+        newest = state.newest_epoch
         while True:
             try:
                 data = self.store.read_bytes(entry_key(state.position + 1))
@@ -200,6 +239,48 @@ class WarehouseLog:
             state.apply(state.position + 1, json.loads(data))
             self.entries_read += 1
         self._read_at = time.monotonic()
+        if held is not None:
+            self._keep_sealed(state.newest_epoch != newest)
+
+    def _keep_sealed(self, moved: bool) -> None:
+        """Seal the held barrier again on the state just read, unless another barrier came first
+        (`moved`: the newest epoch changed) or its batches are no longer all unsealed."""
+        held, state = self.sealed, self.state
+        if moved or any(k not in state.unsealed.get(t, []) for t, keys in held["barrier"]["batches"].items()
+                        for k in keys):
+            self.fate[held["epoch"]] = "lost"
+            self.sealed = None
+        else:
+            state.seal(held["barrier"])
+
+    def seal(self, extra=None) -> int:
+        """A barrier sealed in this process only (every batch accepted so far, as the log stands
+        here): the state shows its epoch at once, and the next entry this process appends writes it.
+        A FLUSH seals this way, so its barrier and its commit are one entry. `extra` as for
+        epochs.barrier. Sealing again while one is held returns the held epoch."""
+        with self.lock:
+            state = self.current()
+            if self.sealed is not None:
+                return self.sealed["epoch"]
+            more = extra(state.newest_epoch) if callable(extra) else extra
+            barrier = {"time": time.time(), **(more or {}),
+                       "batches": {t: list(keys) for t, keys in state.unsealed.items() if keys}}
+            epoch = state.seal(barrier)
+            self.sealed = {"epoch": epoch, "barrier": barrier}
+            self.fate = {e: f for e, f in self.fate.items() if e > epoch - 16}
+            self.fate[epoch] = "held"
+            return epoch
+
+    def check_sealed(self, epoch: int, what: str) -> None:
+        """CommitConflict when the barrier of `epoch`, sealed here, was lost to another process's."""
+        if self.fate.get(epoch) == "lost":
+            raise conflict(what, "another process sealed epochs before this one's barrier was written")
+
+    def write_sealed(self) -> None:
+        """Write the barrier sealed here, if one is held, in an entry of its own."""
+        with self.lock:
+            if self.sealed is not None:
+                self.append(lambda state: None, "a barrier")
 
     def locate(self, key: str) -> tuple[str, dict[str, list[int]]] | None:
         """The pack holding file `key` and the pack's layout, or None (a file of its own)."""
@@ -220,13 +301,24 @@ class WarehouseLog:
                 self.refresh()
             for _ in range(_ATTEMPTS):
                 entry = build(self.state)
-                if entry is None:
+                held = self.sealed
+                if entry is None and held is None:
                     return None
+                entry = entry or {}
+                if held is not None and "barrier" in entry:  # the held barrier first, in an entry of its own
+                    self.append(lambda state: None, what)
+                    continue
+                if held is not None:
+                    entry = {"barrier": held["barrier"], **entry}
                 entry["time"] = time.time()
                 position = self.state.position + 1
                 data = json.dumps(entry, separators=(",", ":"), default=str).encode()
                 if self.store.put_if_absent(entry_key(position), data):
-                    self.state.apply(position, json.loads(data))  # as other processes will read it
+                    # as other processes will read it (its barrier is sealed here already)
+                    self.state.apply(position, json.loads(data), sealed_here=held is not None)
+                    if held is not None:
+                        self.fate[held["epoch"]] = "written"
+                        self.sealed = None
                     self._read_at = time.monotonic()
                     if position % CHECKPOINT_INTERVAL == 0:
                         try:
