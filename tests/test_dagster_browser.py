@@ -2,10 +2,11 @@
 driven through the DevTools protocol, against `dagster dev -w workspace.yaml` on a loopback port, its
 instance configured by the repository's dagster.yaml, over a warehouse in a temporary folder.
 
-It loads the asset group's graph and an asset page, reads what is shown (the assets' names, the
-epoch in the Metadata section, the declared freshness policy, the plots behind the Table/Plots
-toggle) and takes a screenshot of the plots: docs/images/asset-metadata.png is written when it is
-missing or when DAGSTER_RW_UPDATE_SCREENSHOTS=1 (else the screenshot stays in the test's tmp folder).
+It loads the asset group's graph, an asset page and a run's page, reads what is shown (the assets'
+names, the epoch in the Metadata section, the declared freshness policy, the plots behind the
+Table/Plots toggle, a segment per object inside the run's one step) and takes a screenshot of the
+plots: docs/images/asset-metadata.png is written when it is missing or when
+DAGSTER_RW_UPDATE_SCREENSHOTS=1 (else the screenshot stays in the test's tmp folder).
 Skipped, with the reason, where Chromium is not installed or cannot start.
 """
 from __future__ import annotations
@@ -123,14 +124,7 @@ def deployment(tmp_path_factory):
     home, warehouse = tmp / "dagster_home", str(tmp / "wh")
     home.mkdir()
     shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
-    port = free_port()
-    env = {**os.environ, "DAGSTER_HOME": str(home), "DAGSTER_RW_WAREHOUSE": warehouse, "DAGSTER_RW_ENGINE": "duckdb"}
-    log_path = tmp / "dagster.log"
-    with open(log_path, "w") as log:  # it starts while the runs below record their materializations
-        proc = subprocess.Popen([sys.executable, "-m", "dagster", "dev", "-w", "workspace.yaml", "-h", "127.0.0.1",
-                                 "-p", str(port)], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-    browser = None
+    browser, proc = None, None
     try:
         assets = build_rw_assets(RwProject(SHOP))
         resource = RwResource(warehouse=warehouse, engine="duckdb")
@@ -144,6 +138,14 @@ def deployment(tmp_path_factory):
                 feeder.barrier()
             feeder.wh.sync()
             epochs = {r["name"]: r["epoch"] for r in feeder.status()}
+        port = free_port()
+        env = {**os.environ, "DAGSTER_HOME": str(home), "DAGSTER_RW_WAREHOUSE": warehouse,
+               "DAGSTER_RW_ENGINE": "duckdb"}
+        log_path = tmp / "dagster.log"
+        with open(log_path, "w") as log:  # after the runs above: one writer creates the storage
+            proc = subprocess.Popen([sys.executable, "-m", "dagster", "dev", "-w", "workspace.yaml", "-h", "127.0.0.1",
+                                     "-p", str(port)], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
         deadline = time.monotonic() + 120
         while True:  # the webserver answers, then its code location lists the assets
             assert proc.poll() is None and time.monotonic() < deadline, log_path.read_text()[-3000:]
@@ -159,12 +161,13 @@ def deployment(tmp_path_factory):
     finally:
         if browser is not None:
             browser.close()
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        if proc is not None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(5)  # its storage is a tmp folder: no need to wait for an orderly shutdown
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
 
 
 def test_the_asset_graph_shows_every_object(deployment):
@@ -213,3 +216,19 @@ def test_an_asset_page_shows_its_epoch_and_plots(deployment):
     if not SCREENSHOT.exists() or os.environ.get("DAGSTER_RW_UPDATE_SCREENSHOTS") == "1":
         SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(shot, SCREENSHOT)
+
+
+def test_a_run_timeline_shows_each_object_inside_the_step(deployment):
+    """The one step's bar holds a segment per object refreshed (its step markers), named in a tooltip."""
+    b = deployment["browser"]
+    port = int(deployment["url"].rsplit(":", 1)[1])
+    (run,) = _graphql(port, "{ runsOrError(limit: 1) { ... on Runs { results { runId } } } }")["data"][
+        "runsOrError"]["results"]
+    b.open(f"{deployment['url']}/runs/{run['runId']}")
+    wanted = [f"shop_rw_assets:refresh {n}" for n in ("orders", "items", "order_lines", "item_revenue")]
+    tips = b.wait_for(
+        "(() => { const tips = [...document.querySelectorAll('[data-tooltip]')]"
+        ".map(e => e.getAttribute('data-tooltip'));"
+        f" return {json.dumps(wanted)}.every(w => tips.includes(w)) && tips; }})()",
+        "the run's timeline drew no segment per object")
+    assert not any(t.startswith("shop_rw_assets:check ") for t in tips)  # this run selected no checks
