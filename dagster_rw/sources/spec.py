@@ -118,11 +118,7 @@ def kafka_spec(name: str, sql: str, options: dict[str, str], fmt: str, encode: s
             raise ProgrammingError(f"{name!r}: {MAX_RECORDS_OPTION} must be a positive integer")
     if opts:
         raise unsupported(f"the option {sorted(opts)[0]} in WITH (...)", sql, obj=name)
-    if fmt != "plain":
-        raise unsupported(f"FORMAT {fmt.upper() or '(none)'} (only FORMAT PLAIN: sources are append-only)",
-                          sql, obj=name)
-    if encode not in ENCODINGS:
-        raise unsupported(f"ENCODE {encode.upper() or '(none)'} (only ENCODE JSON or ENCODE CSV)", sql, obj=name)
+    _check_format(fmt, encode, ENCODINGS, "ENCODE JSON or ENCODE CSV", sql, name)
     enc = dict(encode_options)
     delimiter = enc.pop("delimiter", ",")
     if encode == "csv":
@@ -210,11 +206,7 @@ def file_spec(name: str, sql: str, options: dict[str, str], fmt: str, encode: st
             raise ProgrammingError(f"{name!r}: refresh.interval.sec must be a number of seconds, not {interval!r}")
     if opts:
         raise unsupported(f"the option {sorted(opts)[0]} in WITH (...) of a {connector} source", sql, obj=name)
-    if fmt != "plain":
-        raise unsupported(f"FORMAT {fmt.upper() or '(none)'} (only FORMAT PLAIN: sources are append-only)",
-                          sql, obj=name)
-    if encode not in FILE_ENCODINGS:
-        raise unsupported(f"ENCODE {encode.upper() or '(none)'} (only ENCODE JSON, CSV or PARQUET)", sql, obj=name)
+    _check_format(fmt, encode, FILE_ENCODINGS, "ENCODE JSON, CSV or PARQUET", sql, name)
     enc = dict(encode_options)
     delimiter = enc.pop("delimiter", ",")
     header = False
@@ -234,3 +226,12 @@ def file_spec(name: str, sql: str, options: dict[str, str], fmt: str, encode: st
         fields["watermark_column"] = watermark[0]
         fields["watermark_delay_us"] = watermark_delay(name, sql, watermark[0], watermark[1], columns)
     return FileSourceSpec(**fields, encode=encode, delimiter=delimiter, header=header)
+
+
+def _check_format(fmt: str, encode: str, encodings, which: str, sql: str, name: str) -> None:
+    """FORMAT PLAIN and one of `encodings` (named by `which`), or the statement is refused."""
+    if fmt != "plain":
+        raise unsupported(f"FORMAT {fmt.upper() or '(none)'} (only FORMAT PLAIN: sources are append-only)",
+                          sql, obj=name)
+    if encode not in encodings:
+        raise unsupported(f"ENCODE {encode.upper() or '(none)'} (only {which})", sql, obj=name)
