@@ -40,7 +40,7 @@ def _imports(name: str, path: pathlib.Path, modules: dict) -> set[str]:
         for candidate in candidates:
             while candidate and candidate not in modules:
                 candidate = candidate.rpartition(".")[0]
-            if candidate and candidate != name and candidate.startswith("dagster_rw."):
+            if candidate and candidate != name and candidate.split(".")[0] == "dagster_rw":
                 found.add(candidate)
     return found
 
@@ -93,22 +93,92 @@ def test_no_import_cycles_between_modules():
     assert _cycles(_graph()) == []
 
 
-# The one cycle between packages left: storage runs its merges and lookups through the engines
-# (engine.duck, engine.base.ParquetScan) while the Spark engine writes storage's files
-# (storage.executor_io, storage.manifest.SstFile). Any other cycle fails the test.
-KNOWN_PACKAGE_CYCLES = [["engine", "storage"]]
+# The layers, top to bottom. A unit is a package of dagster_rw (`runtime`, `sinks`, ...), a
+# top-level module (`dbapi`, `errors`, ...), `api` for the package itself (`dagster_rw.connect`),
+# and `engine.spark`: the Spark executor writes storage's files, while storage runs its merges
+# and lookups through the in-process engine (`engine`: the DuckDB engine and the scans it shares
+# with Spark), so the two halves of the engine package sit on either side of storage.
+LAYERS = [
+    {"cli"},
+    {"demo", "slt"},
+    {"dagster"},
+    {"api"},
+    {"dbapi"},
+    {"sinks"},
+    {"runtime"},
+    {"engine.spark", "operators", "sources"},
+    {"sql"},
+    {"storage"},
+    {"engine"},
+    {"after_fork", "types"},
+    {"errors"},
+]
+
+# What each unit may import: the package graph as it stands, every edge pointing down the layers.
+# A new edge between units is a decision about the structure: add it here, downwards only.
+ALLOWED = {
+    "cli": {"api", "dagster", "demo", "slt", "sql"},
+    "demo": {"api"},
+    "slt": {"api"},
+    "api": {"dbapi", "errors"},
+    "dagster": {"api", "dbapi", "engine.spark", "errors", "runtime", "sql", "storage"},
+    "dbapi": {"engine", "engine.spark", "errors", "runtime", "sinks", "sources", "sql", "storage", "types"},
+    "sinks": {"engine", "errors", "operators", "runtime", "sql", "storage", "types"},
+    "runtime": {"after_fork", "engine", "errors", "operators", "sources", "sql", "storage", "types"},
+    "engine.spark": {"engine", "errors", "storage"},
+    "operators": {"engine", "errors", "sql", "storage", "types"},
+    "sources": {"engine", "errors", "storage", "types"},
+    "sql": {"engine", "errors", "storage", "types"},
+    "storage": {"after_fork", "engine", "errors"},
+    "engine": {"errors", "types"},
+    "types": {"errors"},
+    "after_fork": set(),
+    "errors": set(),
+}
+
+
+def _unit(module: str) -> str:
+    if module == "dagster_rw.engine.spark":
+        return "engine.spark"
+    parts = module.split(".")
+    return "api" if len(parts) == 1 else parts[1]
+
+
+def _unit_graph() -> tuple[dict[str, set[str]], dict[tuple[str, str], str]]:
+    units: dict[str, set[str]] = defaultdict(set)
+    why: dict[tuple[str, str], str] = {}
+    for name, targets in _graph().items():
+        for target in targets:
+            a, b = _unit(name), _unit(target)
+            if a != b:
+                units[a].add(b)
+                why.setdefault((a, b), f"{name} -> {target}")
+    return units, why
+
+
+def test_allowed_imports_point_down_the_layers():
+    tier = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
+    assert set(tier) == set(ALLOWED)
+    upwards = [(a, b) for a, targets in ALLOWED.items() for b in targets if tier[b] <= tier[a]]
+    assert upwards == []
+    assert _cycles(ALLOWED) == []
+
+
+def test_every_import_between_packages_is_allowed():
+    units, why = _unit_graph()
+    assert set(units) <= set(ALLOWED), sorted(set(units) - set(ALLOWED))
+    outside = sorted(why[(a, b)] for a, targets in units.items() for b in targets if b not in ALLOWED[a])
+    assert outside == []
 
 
 def test_no_import_cycles_between_packages():
-    packages: dict[str, set[str]] = defaultdict(set)
-    why: dict[tuple[str, str], str] = {}
-    for name, targets in _graph().items():
-        if name.count(".") < 2:  # dagster_rw itself and its top-level modules
-            continue
-        for target in targets:
-            a, b = name.split(".")[1], target.split(".")[1]
-            if target.count(".") >= 2 and a != b:
-                packages[a].add(b)
-                why.setdefault((a, b), f"{name} -> {target}")
-    cycles = [c for c in _cycles(packages) if c not in KNOWN_PACKAGE_CYCLES]
+    units, why = _unit_graph()
+    cycles = _cycles(units)
     assert cycles == [], [(c, [why[(a, b)] for a in c for b in c if (a, b) in why]) for c in cycles]
+
+
+def test_the_layer_check_sees_an_upward_import():
+    units, _ = _unit_graph()
+    units["storage"].add("runtime")  # as if storage imported the runtime
+    assert "runtime" not in ALLOWED["storage"]
+    assert _cycles(units) != []
