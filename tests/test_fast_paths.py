@@ -2,6 +2,8 @@
 short-cut: the same answers on random inputs, so a fast path can never change a result."""
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -17,33 +19,39 @@ from dagster_rw.operators import base
 from dagster_rw.operators.aggregate import AggregateOp
 from dagster_rw.operators.base import W, consolidate_sql, state_upsert_sql
 from dagster_rw.runtime import epochs, step
-from dagster_rw.storage import key_codes, sst_cache
+from dagster_rw.storage import sst_cache
 from dagster_rw.storage.state_table import KEY_ORDER
+from dagster_rw.storage.tuning import TUNING, tuned
 
 _ENGINE = DuckEngine(threads=1)
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 WAREHOUSE_SETTINGS = settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
 
 
+@pytest.fixture
+def tune():
+    """tune(**fields) sets fields of the storage's TUNING for the rest of the test, which puts them back."""
+    with contextlib.ExitStack() as stack:
+        yield lambda **fields: stack.enter_context(tuned(**fields))
+
+
 @SETTINGS
 @given(keys=st.lists(st.integers(-50, 50), max_size=300), wanted=st.lists(st.integers(-60, 60), max_size=40),
        side=st.sampled_from(["left", "right"]))
-def test_sparse_index_search_equals_numpy_searchsorted(monkeypatch, keys, wanted, side):
-    monkeypatch.setattr(sst_cache, "_SPARSE_MIN_ROWS", 0)
-    monkeypatch.setattr(sst_cache, "_SPARSE", 4)
+def test_sparse_index_search_equals_numpy_searchsorted(keys, wanted, side):
     haystack = np.sort(np.array(keys, np.int64))
     needles = np.sort(np.array(wanted, np.int64))
-    if len(needles) * 16 > len(haystack):  # the sparse path only runs for few needles: force it
-        monkeypatch.setattr(sst_cache, "_SPARSE_MIN_ROWS", -1)
-    got = sst_cache._search(haystack, needles, side) if len(haystack) else np.searchsorted(haystack, needles)
+    # the sparse path only runs for few needles: force it
+    with tuned(sparse_index_min_rows=0 if len(needles) * 16 <= len(haystack) else -1, sparse_index_stride=4):
+        got = sst_cache._search(haystack, needles, side) if len(haystack) else np.searchsorted(haystack, needles)
     assert got.tolist() == np.searchsorted(haystack, needles, side=side).tolist()
 
 
 @SETTINGS
 @given(low=st.integers(-40, 0), n=st.integers(1, 60), holes=st.sets(st.integers(-40, 60), max_size=40),
        nulls=st.integers(0, 3), wanted=st.lists(st.integers(-50, 70), max_size=40), sorted_=st.booleans())
-def test_dense_index_and_key_filter_find_what_binary_search_finds(tmp_path_factory, monkeypatch, low, n, holes,
-                                                                  nulls, wanted, sorted_):
+def test_dense_index_and_key_filter_find_what_binary_search_finds(tmp_path_factory, low, n, holes, nulls, wanted,
+                                                                  sorted_):
     """A file whose integer keys fill much of their range is looked up through a dense index (a
     row per key value), and many keys are first filtered by a file's Bloom filter; either finds
     the same rows as a binary search, with NULL keys first."""
@@ -56,11 +64,10 @@ def test_dense_index_and_key_filter_find_what_binary_search_finds(tmp_path_facto
     answers = []
     # the dense index (where the keys allow it); the filter; neither (a binary search)
     for dense_from, filter_from in ((0, 1 << 40), (1 << 40, 0), (1 << 40, 1 << 40)):
-        monkeypatch.setattr(sst_cache, "_DENSE_MIN_ROWS", dense_from)
-        monkeypatch.setattr(sst_cache, "_FILTER_MIN_NEEDLES", filter_from)
-        sst_cache.clear()
-        _, pos, hit = sst_cache.positions(path, ["k"], needles)
-        rows = sst_cache.rows_matching(path, ["k"], np.unique(needles), False, unique=True)
+        with tuned(dense_index_min_rows=dense_from, filter_min_needles=filter_from):
+            sst_cache.clear()
+            _, pos, hit = sst_cache.positions(path, ["k"], needles)
+            rows = sst_cache.rows_matching(path, ["k"], np.unique(needles), False, unique=True)
         answers.append((pos[hit].tolist(), hit.tolist(), rows.to_pylist()))
     assert answers[0] == answers[2]
     assert answers[1] == answers[2]
@@ -71,16 +78,15 @@ def test_dense_index_and_key_filter_find_what_binary_search_finds(tmp_path_facto
 @given(steps=st.lists(st.tuples(st.sets(st.integers(0, 400), max_size=150), st.sets(st.integers(0, 400), max_size=30)),
                       min_size=1, max_size=7),
        probe=st.sets(st.integers(-10, 410), max_size=200), max_keys=st.sampled_from([0, 60, 1 << 22]))
-def test_one_filter_over_the_newer_files_finds_what_searching_every_file_finds(tmp_path_factory, monkeypatch, steps,
-                                                                              probe, max_keys):
+def test_one_filter_over_the_newer_files_finds_what_searching_every_file_finds(tmp_path_factory, monkeypatch, tune,
+                                                                              steps, probe, max_keys):
     """A lookup by primary key first asks one Bloom filter over a state table's newer files which
     keys any of them may hold (the filter extended as files are added, rebuilt when it fills up or
     the files change); the rows found equal a search of every file and a dict model."""
     from dagster_rw.storage.object_store import LocalStore
     from dagster_rw.storage.state_table import DELETED, StateTable
 
-    monkeypatch.setattr(sst_cache, "_FILTER_MIN_NEEDLES", 0)
-    monkeypatch.setattr(sst_cache, "_UNION_MAX_KEYS", max_keys)
+    tune(filter_min_needles=0, union_filter_max_keys=max_keys)
     sst_cache.clear()
     schema = pa.schema([("k", pa.int64()), ("v", pa.int64())])
     full = schema.append(pa.field(DELETED, pa.bool_()))
@@ -121,17 +127,16 @@ def test_one_filter_over_the_newer_files_finds_what_searching_every_file_finds(t
        steps=st.lists(st.tuples(st.sets(st.integers(-30, 30300), max_size=60), st.sets(st.integers(-30, 30300), max_size=20),
                                 st.sampled_from(["keep", "keep", "compact", "undo"])), min_size=1, max_size=9),
        probe=st.sets(st.integers(-40, 30400), max_size=200))
-def test_the_map_of_newest_holders_finds_what_searching_every_file_finds(tmp_path_factory, monkeypatch, base, steps,
+def test_the_map_of_newest_holders_finds_what_searching_every_file_finds(tmp_path_factory, tune, base, steps,
                                                                           probe):
     """A lookup by a dense integer key asks a map which file holds each key's newest version (kept
     up to date as files are appended, merged, fully merged or dropped, and as keys fall outside its
     range) and searches only that file: the rows equal a search of every file and a dict model, and
     the map names, for every key some newer file holds, the newest such file."""
-    from dagster_rw.storage import state_table
     from dagster_rw.storage.object_store import LocalStore
     from dagster_rw.storage.state_table import DELETED, StateTable
 
-    monkeypatch.setattr(sst_cache, "_DENSE_MIN_ROWS", 0)
+    tune(dense_index_min_rows=0)
     sst_cache.clear()
     schema = pa.schema([("k", pa.int64()), ("v", pa.int64())])
     full = schema.append(pa.field(DELETED, pa.bool_()))
@@ -166,10 +171,9 @@ def test_the_map_of_newest_holders_finds_what_searching_every_file_finds(tmp_pat
         if action == "undo":
             found = _ENGINE.to_arrow(table.lookup(keys, ["k"])).to_pylist()
         assert {r["k"]: r["v"] for r in found} == expect and len(found) == len(expect)
-        monkeypatch.setattr(state_table, "USE_HOLDERS", False)  # every file searched, newest first
-        found = _ENGINE.to_arrow(table.lookup(keys, ["k"])).to_pylist()
+        with tuned(newest_holders=False):  # every file searched, newest first
+            found = _ENGINE.to_arrow(table.lookup(keys, ["k"])).to_pylist()
         assert {r["k"]: r["v"] for r in found} == expect and len(found) == len(expect)
-        monkeypatch.setattr(state_table, "USE_HOLDERS", True)
         paths = [table.store.local_path(f.key) for f in table.files]
         wanted = np.array(sorted(probe), np.int64)
         holders = sst_cache.newest_holders(paths, ["k"], wanted)
@@ -186,20 +190,20 @@ def test_the_map_of_newest_holders_finds_what_searching_every_file_finds(tmp_pat
 
 def test_sparse_index_search_on_a_large_file():
     rng = np.random.default_rng(7)
-    haystack = np.sort(rng.integers(0, 1 << 40, sst_cache._SPARSE_MIN_ROWS + 12345))
+    haystack = np.sort(rng.integers(0, 1 << 40, TUNING.sparse_index_min_rows + 12345))
     needles = np.sort(np.concatenate([rng.choice(haystack, 3000), rng.integers(-5, 1 << 41, 3000)]))
     for side in ("left", "right"):
         assert (sst_cache._search(haystack, needles, side) == np.searchsorted(haystack, needles, side=side)).all()
 
 
 @pytest.fixture(params=["numpy", "polars"])
-def sorter(request, monkeypatch):
+def sorter(request):
     """Large sorts by numpy's sort or by Polars' (sst_cache.sort_values picks the faster per
     machine): every array counts as large here, so both are checked on the same cases."""
-    polars = pytest.importorskip("polars") if request.param == "polars" else None
-    monkeypatch.setattr(key_codes, "_FAST_SORT_MIN_VALUES", 0)
-    monkeypatch.setattr(key_codes, "_sort_choice", (polars,))
-    return request.param
+    if request.param == "polars":
+        pytest.importorskip("polars")
+    with tuned(fast_sort_min_values=0, sorter=request.param):
+        yield request.param
 
 
 def test_sort_values_sorts_without_touching_its_input(sorter):
@@ -283,10 +287,10 @@ VALUES = st.tuples(st.one_of(st.none(), st.integers(-2, 2)), st.one_of(st.none()
 @pytest.mark.parametrize("key_type", ["INT", "BIGINT", "DATE", "INT dense"])
 @WAREHOUSE_SETTINGS
 @given(data=st.data())
-def test_table_changes_in_arrow_equal_the_sql_path(tmp_path_factory, monkeypatch, key_type, data):
+def test_table_changes_in_arrow_equal_the_sql_path(tmp_path_factory, tune, key_type, data):
     if key_type.endswith(" dense"):  # files this small get a dense index: the holders map is used
         key_type = key_type.split()[0]
-        monkeypatch.setattr(sst_cache, "_DENSE_MIN_ROWS", 0)
+        tune(dense_index_min_rows=0)
     conn = dagster_rw.connect(str(tmp_path_factory.mktemp("wh")), engine="duckdb")
     conn.execute(f"CREATE TABLE t (k {key_type} PRIMARY KEY, i INT, s VARCHAR, d DOUBLE)")
     wh = conn.wh

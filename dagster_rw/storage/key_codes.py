@@ -10,6 +10,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .tuning import TUNING
+
 
 def is_small_int(t: pa.DataType) -> bool:
     return pa.types.is_integer(t) and t.bit_width <= 32
@@ -188,7 +190,7 @@ def sort_values(values: np.ndarray) -> np.ndarray:
     ~3.8 ms there (1M: ~53 ms), Polars ~1.2 ms (1M: ~15 ms). On CPUs where numpy's SIMD sort
     works it beats Polars, hence the measurement rather than a fixed choice. A 50M-row benchmark
     epoch sorts ~300k values on its writer threads (storage files of ~100k rows each)."""
-    if len(values) < _FAST_SORT_MIN_VALUES or values.dtype.kind not in "iu":
+    if len(values) < TUNING.fast_sort_min_values or values.dtype.kind not in "iu":
         return np.sort(values)
     polars = _polars_sort()
     if polars is None:
@@ -198,8 +200,15 @@ def sort_values(values: np.ndarray) -> np.ndarray:
 
 def _polars_sort():
     """The polars module when its sort beat numpy's on this machine (timed once, on 64k random
-    64-bit values, best of three each), else None (also when Polars is not installed)."""
+    64-bit values, best of three each), else None (also when Polars is not installed); or as
+    TUNING.sorter says."""
     global _sort_choice
+    if TUNING.sorter != "measured":
+        if TUNING.sorter == "polars":
+            import polars
+
+            return polars
+        return None
     with _sort_lock:
         if _sort_choice is None:
             try:
@@ -223,7 +232,6 @@ def _best_of_three(f) -> float:
     return min(times)
 
 
-_FAST_SORT_MIN_VALUES = 4096  # below this numpy's sort is as fast either way (5k values: ~0.1 ms)
 _sort_choice: tuple | None = None
 _sort_lock = threading.Lock()
 

@@ -4,13 +4,12 @@ Imports only pyarrow and numpy, so Spark executors can run it with what a Spark 
 """
 from __future__ import annotations
 
-import os
-
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from . import plain_parquet
+from .tuning import TUNING
 
 EPOCH = "_epoch"  # a state row's step (its epoch): the newest version of a key wins
 
@@ -34,7 +33,7 @@ def write_parquet(table: pa.Table, path: str, keys: list[str] | tuple = ()) -> N
               for i, f in enumerate(table.schema)]
     if fields != list(table.schema):
         table = pa.Table.from_arrays(table.columns, schema=pa.schema(fields, table.schema.metadata))
-    if table.num_rows < _COMPACT_MIN_ROWS and PLAIN_WRITER and plain_parquet.write(
+    if table.num_rows < _COMPACT_MIN_ROWS and TUNING.plain_parquet_writer and plain_parquet.write(
             table, path, [k for k in keys if k in table.schema.names]):
         return
     strings = [f.name for f in table.schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
@@ -55,9 +54,6 @@ def write_parquet(table: pa.Table, path: str, keys: list[str] | tuple = ()) -> N
 
 
 _COMPACT_MIN_ROWS = 1 << 20
-# small files by plain_parquet where it handles the column types; DAGSTER_RW_PLAIN_PARQUET=0 leaves
-# every file to pyarrow (for a reader that refuses ours, and for measuring the two side by side)
-PLAIN_WRITER = os.environ.get("DAGSTER_RW_PLAIN_PARQUET", "1") != "0"
 
 
 def _few_values(table: pa.Table, skip: str | None) -> list[str]:

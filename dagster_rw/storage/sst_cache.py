@@ -18,12 +18,12 @@ import threading
 from collections import OrderedDict
 
 from . import mapped_columns
+from .tuning import TUNING
 from .key_codes import (  # noqa: F401 - callers reach them as sst_cache.<name>
     is_small_int, _searchable, _encode, _biased, _int_like,
     _int_codes, decode_codes, key_codes, key_hash, local_hash, sorted_order,
     _unsigned, _packed_order, sort_values, _polars_sort, _best_of_three,
-    hash_order, _range_codes, order_codes, sort_indices, _MIX,
-    _FAST_SORT_MIN_VALUES, _sort_lock,
+    hash_order, _range_codes, order_codes, sort_indices, _MIX, _sort_lock,
 )
 
 import numpy as np
@@ -393,7 +393,7 @@ def build_indexes(path: str, cols: list[str], like: str | None = None) -> None:
         kinds = [k for k in ("dense", "sparse", "filter") if (k,) + cols in model.indexes]
     else:
         kinds = ["dense"] if _dense(f, cols, keys) is not None else \
-            ["sparse"] if len(keys) >= _SPARSE_MIN_ROWS else ["filter"]
+            ["sparse"] if len(keys) >= TUNING.sparse_index_min_rows else ["filter"]
     if "dense" in kinds:
         _dense(f, cols, keys)
     if "sparse" in kinds:
@@ -430,8 +430,8 @@ def _find_unique(f: _File, cols: tuple[str, ...], keys: np.ndarray, needles: np.
         hit &= inside
         pos[~hit] = 0
         return pos, hit
-    if len(needles) >= _FILTER_MIN_NEEDLES and len(keys) < _SPARSE_MIN_ROWS and keys.dtype.kind in "iu" \
-            and needles.dtype.kind in "iu":
+    if len(needles) >= TUNING.filter_min_needles and len(keys) < TUNING.sparse_index_min_rows \
+            and keys.dtype.kind in "iu" and needles.dtype.kind in "iu":
         # many needles, a small file: most needles are not in it; search only those its filter admits
         admits = _filter(f, cols, keys)
         maybe = admits[_slot(needles, len(admits))]
@@ -477,16 +477,13 @@ def _filter(f: _File, cols: tuple[str, ...], keys: np.ndarray) -> np.ndarray:
     return f.indexes[name]
 
 
-_FILTER_MIN_NEEDLES = 1 << 10  # fewer needles search a file as fast as they are filtered
-
-
 def union_admits(paths: list[str], cols: list[str], needles: np.ndarray) -> np.ndarray | None:
     """Which needles (sorted integer key codes) may be in any of these files: one Bloom filter
     over all their keys, so a lookup probes the newer small files of a state table once instead of
     once per file (most keys looked up live only in its large oldest file). None when the files'
     keys are not integer codes or too many. The filter is kept per list of files and extended in
     place when newer files are appended (an extra key can only admit more, never lose a key)."""
-    if len(needles) < _FILTER_MIN_NEEDLES or needles.dtype.kind not in "iu":
+    if len(needles) < TUNING.filter_min_needles or needles.dtype.kind not in "iu":
         return None
     cols_t = tuple(cols)
     entry_key = (paths[0], cols_t)
@@ -505,7 +502,7 @@ def union_admits(paths: list[str], cols: list[str], needles: np.ndarray) -> np.n
             return None
         new_keys.append(idx[1])
     total = count + sum(len(k) for k in new_keys)
-    if total > _UNION_MAX_KEYS:
+    if total > TUNING.union_filter_max_keys:
         return None
     if admits is None or len(admits) < 8 * total:  # none yet, or too full: a new one with room to grow
         if admits is not None:
@@ -523,7 +520,6 @@ def union_admits(paths: list[str], cols: list[str], needles: np.ndarray) -> np.n
 
 _unions: OrderedDict[tuple, tuple[tuple[str, ...], np.ndarray, int]] = OrderedDict()
 _UNION_ENTRIES = 32  # state tables whose newer files have a filter (least recently used dropped)
-_UNION_MAX_KEYS = 1 << 22  # at most 16 slots (bytes) per key: 64 MB per filter
 
 
 class _Holders:
@@ -698,7 +694,7 @@ def _dense(f: _File, cols: tuple[str, ...], keys: np.ndarray):
     name = ("dense",) + cols
     if name not in f.indexes:
         where = None
-        if len(keys) >= _DENSE_MIN_ROWS and keys.dtype.kind == "i":
+        if len(keys) >= TUNING.dense_index_min_rows and keys.dtype.kind == "i":
             low, span = int(keys[0]), int(keys[-1]) - int(keys[0]) + 1
             distinct = span <= 2 * len(keys) and bool((keys[1:] > keys[:-1]).all())
             if distinct and span == len(keys):
@@ -715,37 +711,34 @@ def _dense(f: _File, cols: tuple[str, ...], keys: np.ndarray):
     return f.indexes[name]
 
 
-_DENSE_MIN_ROWS = 1 << 12  # smaller files are searched as fast as gathered
-
 
 def _sparse(f: _File, cols: tuple[str, ...], keys: np.ndarray) -> np.ndarray | None:
-    """Every _SPARSE-th key of a large file, kept with its index (a strided view would be copied,
-    one cache miss per entry, by every search)."""
-    if len(keys) < _SPARSE_MIN_ROWS or keys.dtype == object:
+    """Every `sparse_index_stride`-th key of a large file, kept with its index (a strided view would
+    be copied, one cache miss per entry, by every search)."""
+    if len(keys) < TUNING.sparse_index_min_rows or keys.dtype == object:
         return None
     name = ("sparse",) + cols
     if name not in f.indexes:
-        f.indexes[name] = np.ascontiguousarray(keys[::_SPARSE])
+        f.indexes[name] = np.ascontiguousarray(keys[::TUNING.sparse_index_stride])
     return f.indexes[name]
 
 
-_SPARSE = 512  # one key in this many in a large file's sparse index
-_SPARSE_MIN_ROWS = 1 << 21  # smaller files fit the cache well enough for plain searches
 
 
 def _search(keys: np.ndarray, wanted: np.ndarray, side: str = "left", sparse: np.ndarray | None = None) -> np.ndarray:
     """np.searchsorted(keys, wanted) for sorted `wanted`: when `keys` is far larger than the cache,
-    a sparse index (every 512th key) first narrows each search to one block, then a branchless
+    a sparse index (every 512th key by default) first narrows each search to one block, then a branchless
     binary search runs in all blocks at once, each touching a few nearby cache lines instead of
     ~log2(n) scattered ones."""
     n = len(keys)
-    if n < _SPARSE_MIN_ROWS or len(wanted) * 16 > n or keys.dtype == object:
+    if n < TUNING.sparse_index_min_rows or len(wanted) * 16 > n or keys.dtype == object:
         return np.searchsorted(keys, wanted, side=side)
     below = np.less if side == "left" else np.less_equal  # keys[i] before the answer
-    block = np.searchsorted(sparse if sparse is not None else keys[::_SPARSE], wanted, side=side) - 1
+    stride = TUNING.sparse_index_stride
+    block = np.searchsorted(sparse if sparse is not None else keys[::stride], wanted, side=side) - 1
     # invariant: keys[base] is before the answer, which lies in (base, base + size]
-    base = block * _SPARSE
-    size = _SPARSE
+    base = block * stride
+    size = stride
     while size > 1:
         half = size >> 1
         cand = base + half

@@ -19,9 +19,9 @@ from . import manifest as manifests
 from .manifest import SstFile
 from .object_store import ObjectStore
 from .parquet_io import EPOCH, write_parquet
+from .tuning import TUNING
 
 DELETED = "_del"
-USE_HOLDERS = True  # lookups by a dense integer key ask sst_cache.newest_holders
 KEY_ORDER = b"dagster_rw.key_order"  # schema metadata: rows staged already sorted by the key
 
 
@@ -187,7 +187,7 @@ class StateTable:
         there are several newer files, one filter over all of them first sets aside the keys none
         of them holds: those are looked for in the oldest file only."""
         paths = [self.store.local_path(f.key) for f in self.files]
-        holders = None if want_null or not USE_HOLDERS else sst_cache.newest_holders(paths, self.pk, wanted)
+        holders = None if want_null or not TUNING.newest_holders else sst_cache.newest_holders(paths, self.pk, wanted)
         if holders is not None:  # each key is searched in the one file holding its newest version
             return self._lookup_in_holders(paths, holders, wanted)
         files = self._holding(self.files, self.pk, wanted, want_null)
@@ -279,7 +279,7 @@ class StateTable:
         each key read from the file holding its newest version where the holders map knows it,
         else the files searched newest first."""
         paths = [self.store.local_path(f.key) for f in self.files]
-        if USE_HOLDERS and len(self.pk) == 1 and codes.dtype.kind == "i":
+        if TUNING.newest_holders and len(self.pk) == 1 and codes.dtype.kind == "i":
             holders = sst_cache.newest_holders(paths, self.pk, codes)
             if holders is not None:
                 found, rows = self._rows_in_holders(paths, holders, codes, in_order)
@@ -324,7 +324,7 @@ class StateTable:
         cols = sst_cache.usable_prefix(self.schema, self.pk) if self.pk else []
         if cols:
             sst_cache.build_indexes(path, cols, like=others[-1])
-        if USE_HOLDERS and len(self.pk) == 1 and all(sst_cache.cached(p) is not None for p in others):
+        if TUNING.newest_holders and len(self.pk) == 1 and all(sst_cache.cached(p) is not None for p in others):
             sst_cache.newest_holders(others + [path], self.pk, np.zeros(0, np.int64))
 
     # -- writing -------------------------------------------------------------------------------
