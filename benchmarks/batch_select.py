@@ -15,7 +15,6 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 import warnings
 
 import numpy as np
@@ -24,6 +23,7 @@ warnings.filterwarnings("ignore")
 
 import dagster_rw
 from dagster_rw.engine.spark import local_session
+from _common import best_of
 from visit_data import VIEW, info, visits
 
 CHUNK = 5_000_000
@@ -49,12 +49,7 @@ def build(path: str, rows: int) -> None:
 
 
 def best_of_three(conn, sql: str) -> float:
-    times = []
-    for _ in range(3):
-        t0 = time.perf_counter()
-        conn.execute(sql).fetchall()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+    return best_of(lambda: conn.execute(sql).fetchall())
 
 
 def main(argv: list[str]) -> int:

@@ -18,7 +18,6 @@ Prints p50, p90, p99 and the maximum, and the loop's own figures (epochs, median
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import re
 import shutil
@@ -32,17 +31,12 @@ import uuid
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import epoch_cost  # noqa: E402 - the same pipeline
+import epoch_cost  # the same pipeline
+from _common import percentile
 
-from dagster_rw.storage.log import log_of  # noqa: E402
+from dagster_rw.storage.log import log_of
 
 POLL_SECONDS = 0.005
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
 def sealing_epoch(state, table: str, batch: str) -> int | None:

@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
-import math
 import os
 import shutil
 import statistics
@@ -51,6 +50,7 @@ from collections import Counter
 
 import numpy as np
 import pyarrow as pa
+from _common import moto_s3, percentile
 
 warnings.filterwarnings("ignore")
 
@@ -171,11 +171,6 @@ def epoch(conn, rng, rows: int) -> float:
     return time.perf_counter() - t0
 
 
-def p99(times: list[float]) -> float:
-    ordered = sorted(times)
-    return ordered[max(0, math.ceil(0.99 * len(ordered)) - 1)]
-
-
 def run(where: str, n_views: int, row_counts: list[int], epochs: int | None, s3) -> list[dict]:
     """One warehouse with `n_views` views; per epoch size, the warm-up and measured epochs."""
     if where == "s3":
@@ -200,7 +195,7 @@ def run(where: str, n_views: int, row_counts: list[int], epochs: int | None, s3)
             ops, retries = counter.take()
             kinds = {k: n / measured for k, n in by_kind(ops).items()}
         results.append({"where": where, "views": n_views, "rows": rows, "epochs": measured,
-                        "median": statistics.median(times), "p99": p99(times), "kinds": kinds,
+                        "median": statistics.median(times), "p99": percentile(times, 0.99), "kinds": kinds,
                         "retries": retries})
         print(f"[{where}] {n_views} views, {rows:,}-row epochs: median {statistics.median(times) * 1000:.0f} ms",
               flush=True)
@@ -267,10 +262,7 @@ def main(argv: list[str]) -> int:
     results: list[dict] = []
     try:
         if "s3" in wheres:
-            sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
-            from s3_server import MotoS3
-
-            s3 = MotoS3().start()
+            s3 = moto_s3()
             # moto's server lists a bucket's keys while other threads delete some and then answers
             # 500 (botocore retries; report() says how often): no traceback for each
             logging.getLogger("werkzeug").setLevel(logging.CRITICAL)

@@ -40,6 +40,7 @@ warnings.filterwarnings("ignore")
 
 import dagster_rw
 from dagster_rw.engine.spark import local_session
+from _common import best_of
 from visit_data import VIEW, info, visits
 
 FIXED_CHANGE = 5_000
@@ -66,12 +67,7 @@ def spark_recompute(spark, conn) -> float:
         m = wh.manifest(name)
         paths = [wh.store.local_path(f.key) for f in m.state["output"]]
         spark.read.parquet(*paths).filter("NOT _del").createOrReplaceTempView(name)
-    times = []
-    for _ in range(3):
-        t0 = time.perf_counter()
-        spark.sql(VIEW).collect()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+    return best_of(lambda: spark.sql(VIEW).collect())
 
 
 class Size:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 import time
 import uuid
@@ -30,7 +29,7 @@ import warnings
 
 warnings.filterwarnings("ignore")
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+from _common import tansu_broker
 
 import dagster_rw
 from dagster_rw.sources.kafka import KafkaTopic
@@ -90,9 +89,7 @@ def main() -> None:
     if args.bootstrap:
         bootstrap = args.bootstrap
     else:
-        from kafka_broker import TansuBroker
-
-        broker = TansuBroker().start()
+        broker = tansu_broker()
         bootstrap = broker.bootstrap
     try:
         topic = f"bids-{uuid.uuid4().hex[:8]}"

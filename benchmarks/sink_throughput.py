@@ -29,9 +29,9 @@ import numpy as np
 import pyarrow as pa
 
 warnings.filterwarnings("ignore")
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 
 import psycopg
+from _common import tansu_broker
 
 import dagster_rw
 
@@ -51,9 +51,7 @@ def main() -> None:
     broker = None
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP")
     if not bootstrap:
-        from kafka_broker import TansuBroker
-
-        broker = TansuBroker().start()
+        broker = tansu_broker()
         bootstrap = broker.bootstrap
     topic = f"bench-{uuid.uuid4().hex[:8]}"
     try:
