@@ -137,10 +137,13 @@ class Connection:
         return self.wh.pending_inputs()
 
     @reports_file_errors(lambda self, name: f"the refresh of {name!r}")
-    def refresh(self, name: str) -> int:
+    def refresh(self, name: str, retry_conflicts: bool = False) -> int:
+        """Advance one object to the newest epoch its inputs committed; returns its epoch. Another
+        writer committing the object first raises CommitConflict (nothing partial is left), or
+        with `retry_conflicts` the step plans again from that commit, as a FLUSH does."""
         self._check()
         self.wh.sync()
-        return self.wh.refresh(name)
+        return self.wh.refresh(name, retry_conflicts=retry_conflicts)
 
     @reports_file_errors("FLUSH")
     def flush(self) -> int:

@@ -234,10 +234,8 @@ def test_six_processes_lose_double_and_leave_nothing(tmp_path):
         [r for r in refused + flushes if not r.get("rw_error", True)][:3]
     assert len(acked) >= WRITERS * 10, summary
     assert any(f["flush"] == "ok" for f in flushes) and len(ticks) >= TICKS and runs, summary
-    # a run racing the FLUSH loop may lose a commit to it: a clean CommitConflict (Dagster's retry
-    # policy runs it again), its attempt discarded
-    assert all(r["success"] or r["failure"].startswith("CommitConflict") for r in runs), \
-        [r for r in runs if not r["success"]][:3]
+    # a run racing the FLUSH loop may lose commits to it: its step plans again from the FLUSH's commit
+    assert all(r["success"] for r in runs), [r for r in runs if not r["success"]][:3]
 
     conn = dagster_rw.connect(warehouse, engine="duckdb")
     conn.execute("FLUSH")  # what was accepted after the last FLUSH and tick

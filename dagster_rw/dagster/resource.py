@@ -338,8 +338,13 @@ class RwRefresh:
         t0 = time.perf_counter()
         try:
             with timed(self.context, f"refresh {name}", f"refresh {name}") as span:
-                epoch = conn.refresh(name)
+                retried = conn.wh.refresh_retries
+                epoch = conn.refresh(name, retry_conflicts=True)  # a lost commit race: step again on the winner's
                 span["dagster_rw/epoch"] = epoch
+                if conn.wh.refresh_retries > retried:
+                    span["dagster_rw/conflict_retries"] = conn.wh.refresh_retries - retried
+                    self.context.log.info(f"{name}: another writer committed it first; stepped again "
+                                          f"{conn.wh.refresh_retries - retried} time(s) from its commit")
         except Error:
             if self.project.get(name).kind == "sink":
                 # a sink that cannot deliver: report how long it has been stuck, then fail the

@@ -56,8 +56,9 @@ DEFAULT_OPTIONS = {
     "sink_retry_initial_seconds": 0.2,  # first backoff; doubles per failure, with jitter
     "sink_retry_max_seconds": 10.0,  # cap on one backoff
     "flush_delivers_sinks": True,  # FLUSH tries each sink once after the views (failures only recorded)
-    # a FLUSH whose step lost a commit race to another writer reads the warehouse again and goes on,
-    # up to this many times, backing off (doubling from the first figure, with jitter, up to the cap)
+    # a FLUSH, or the refresh of one object (a Dagster asset step), whose step lost a commit race to
+    # another writer reads the warehouse again and goes on from what that writer committed, up to
+    # this many times, backing off (doubling from the first figure, with jitter, up to the cap)
     "flush_conflict_retries": 10,
     "flush_retry_initial_seconds": 0.02,
     "flush_retry_max_seconds": 1.0,
@@ -94,6 +95,7 @@ class Warehouse:
         self.options = dict(DEFAULT_OPTIONS)
         self.options.update({k: v for k, v in options.items() if k in DEFAULT_OPTIONS})
         self.flush_retries = 0  # FLUSHes that went on after losing a commit race (for tests and status)
+        self.refresh_retries = 0  # refreshes of one object that stepped again after losing one
         self._sealed: int | None = None  # the epoch a FLUSH in progress sealed (epochs.seal)
         self._catalog: Catalog | None = None
         self._plans: dict[tuple[str, int], object] = {}
@@ -582,11 +584,41 @@ class Warehouse:
         if engine is not None and hasattr(engine, "release"):
             engine.release()
 
-    def refresh(self, name: str) -> int:
-        try:
-            return self._refresh(name)
-        finally:
-            self.release_spark()
+    def refresh(self, name: str, retry_conflicts: bool = False) -> int:
+        """Advance `name` to the newest epoch its inputs committed; returns its epoch. With
+        `retry_conflicts` (a statement of its own, as a Dagster asset step's, not a step inside a
+        FLUSH's round): a commit lost to another writer that committed the object first is not a
+        failure; the warehouse is read again and the step plans anew from what that writer
+        committed (often nothing is left to do), up to `flush_conflict_retries` times."""
+        def attempt():
+            try:
+                return self._refresh(name)
+            finally:
+                self.release_spark()
+
+        if not retry_conflicts:
+            return attempt()
+
+        def again():
+            self.refresh_retries += 1
+            self.sync()
+
+        return self._retry_conflicts(attempt, again)
+
+    def _retry_conflicts(self, attempt, again):
+        """`attempt()`, again after each CommitConflict (backing off with jitter, then calling
+        `again()`, which reads the warehouse anew) until it succeeds or the retries are used up."""
+        delay, retries = self.options["flush_retry_initial_seconds"], self.options["flush_conflict_retries"]
+        while True:
+            try:
+                return attempt()
+            except CommitConflict:
+                if retries <= 0:
+                    raise
+                retries -= 1
+            time.sleep(delay * random.uniform(0.5, 1.5))
+            delay = min(2 * delay, self.options["flush_retry_max_seconds"])
+            again()
 
     def _refresh(self, name: str) -> int:
         obj = self.get(name)
@@ -611,23 +643,20 @@ class Warehouse:
         if not synced:
             self.sync()
         # the barrier is held here and written with the round's commit: one log entry per FLUSH
-        epoch = self._sealed = epochs.seal(self.store, extra=ingest.barrier_offsets(self))
-        delay, retries = self.options["flush_retry_initial_seconds"], self.options["flush_conflict_retries"]
+        self._sealed = epochs.seal(self.store, extra=ingest.barrier_offsets(self))
+
+        def attempt():
+            self.refresh_all()
+            return self._sealed
+
+        def again():
+            self.flush_retries += 1
+            self.sync()
+            if epochs.sealed_lost(self.store, self._sealed):  # another barrier sealed epochs first: seal anew
+                self._sealed = epochs.seal(self.store, extra=ingest.barrier_offsets(self))
+
         try:
-            while True:
-                try:
-                    self.refresh_all()
-                    return epoch
-                except CommitConflict:
-                    if retries <= 0:
-                        raise
-                    retries -= 1
-                    self.flush_retries += 1
-                time.sleep(delay * random.uniform(0.5, 1.5))
-                delay = min(2 * delay, self.options["flush_retry_max_seconds"])
-                self.sync()
-                if epochs.sealed_lost(self.store, epoch):  # another barrier sealed epochs first: seal anew
-                    epoch = self._sealed = epochs.seal(self.store, extra=ingest.barrier_offsets(self))
+            return self._retry_conflicts(attempt, again)
         finally:
             self._sealed = None
             # written by the round's commit; else (a round that failed or committed nothing) now, as a
