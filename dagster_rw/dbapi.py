@@ -1,6 +1,8 @@
 """The DB-API (PEP 249) face of dagster-rw: connect(), Connection and Cursor."""
 from __future__ import annotations
 
+from typing import Callable
+
 import pyarrow as pa
 import sqlglot
 from sqlglot import exp
@@ -13,6 +15,9 @@ from .runtime.warehouse import ROW_ID, Warehouse
 from .sinks.service import SINKS
 from .sql import explain as explainer
 from .sql import statements as st
+from .sql.dialect import Statement
+from .sql.secret_statements import CreateSecret
+from .sql.sink_statements import CreateSink
 from .sql.function_catalog import check_statement
 from .sql.functions import inline_statement
 from .sql.semantics import typed_query
@@ -391,8 +396,7 @@ class Cursor:
         # extension functions are not) or a SQL function of the warehouse
         check_statement(statement, functions, conn.relation_columns)
         self.description, self._rows, self._pos, self.rowcount = None, [], 0, -1
-        handler = getattr(self, "_do_" + type(statement).__name__.lower())
-        handler(statement)
+        HANDLERS[type(statement)](self, statement)
         return self
 
     def executemany(self, sql: str, seq):
@@ -422,7 +426,7 @@ class Cursor:
                                  f"source {s.name!r}")
         wh.create_source(s)
 
-    def _do_createsecret(self, s):
+    def _do_createsecret(self, s: CreateSecret):
         from .runtime.secrets import create_secret
 
         create_secret(self.conn.wh, s)
@@ -430,7 +434,7 @@ class Cursor:
     def _do_createview(self, s: st.CreateView):
         self.conn.wh.create_view(s.name, s.sql, s.query, s.if_not_exists, s.emit_on_window_close)
 
-    def _do_createsink(self, s):
+    def _do_createsink(self, s: CreateSink):
         self.conn.wh.create_sink(s)
 
     def _do_createfunction(self, s: st.CreateFunction):
@@ -619,6 +623,27 @@ class Cursor:
     def _after_dml(self):
         if self.conn.implicit_flush:
             self.conn.flush()
+
+
+# what carries out each kind of statement
+HANDLERS: dict[type[Statement], Callable[[Cursor, Statement], None]] = {
+    st.CreateTable: Cursor._do_createtable,
+    st.CreateSource: Cursor._do_createsource,
+    CreateSecret: Cursor._do_createsecret,
+    st.CreateView: Cursor._do_createview,
+    CreateSink: Cursor._do_createsink,
+    st.CreateFunction: Cursor._do_createfunction,
+    st.Drop: Cursor._do_drop,
+    st.Flush: Cursor._do_flush,
+    st.SetVar: Cursor._do_setvar,
+    st.Show: Cursor._do_show,
+    st.Describe: Cursor._do_describe,
+    st.Explain: Cursor._do_explain,
+    st.Query: Cursor._do_query,
+    st.Insert: Cursor._do_insert,
+    st.Update: Cursor._do_update,
+    st.Delete: Cursor._do_delete,
+}
 
 
 def _bind_parameters(sql: str, parameters) -> str:

@@ -251,3 +251,20 @@ def test_spark_steps_keep_timestamps_without_time_zone_naive(tmp_path, spark):
     assert results["spark"][0][0] == (1, datetime.datetime(2024, 1, 2, 3, 4, 5), datetime.datetime(2024, 1, 2, 4, 4, 5),
                                       datetime.datetime(2024, 1, 2, 3, 4, 5, tzinfo=datetime.UTC))
     assert results["spark"][1] == ["INTEGER", "TIMESTAMP", "TIMESTAMP", "TIMESTAMP WITH TIME ZONE"]
+
+
+def test_every_kind_of_statement_has_a_handler():
+    """The cursor carries out a statement through dbapi.HANDLERS, keyed by its class: a kind of
+    statement the parser can make and no handler takes would fail only when first used."""
+    from dagster_rw import dbapi
+    from dagster_rw.sql import secret_statements, sink_statements, statements
+    from dagster_rw.sql.dialect import Statement
+
+    def subclasses(cls):
+        return {k for sub in cls.__subclasses__() for k in {sub} | subclasses(sub)}
+
+    defined = {c for m in (statements, sink_statements, secret_statements) for c in vars(m).values()
+               if isinstance(c, type) and issubclass(c, Statement) and c is not Statement}
+    assert len(defined) == 16
+    assert subclasses(Statement) | defined == set(dbapi.HANDLERS)
+    assert all(callable(h) and h.__qualname__.startswith("Cursor.") for h in dbapi.HANDLERS.values())
