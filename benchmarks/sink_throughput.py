@@ -57,8 +57,7 @@ def main() -> None:
     try:
         if broker is not None:
             broker.create_topic(topic, partitions=3)
-        conn = dagster_rw.connect(folder, engine="duckdb")
-        conn.wh.options["flush_delivers_sinks"] = False
+        conn = dagster_rw.connect(folder, engine="duckdb", flush_delivers_sinks=False)
         conn.execute("CREATE TABLE t (id INT PRIMARY KEY, grp INT, v INT)")
         conn.insert("t", rows(n, 0))
         conn.execute("FLUSH")

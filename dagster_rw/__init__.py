@@ -21,6 +21,7 @@ __all__ = [
     "InterfaceError",
     "NotSupportedError",
     "OperationalError",
+    "Options",
     "ProgrammingError",
     "Warning",
     "apilevel",
@@ -30,7 +31,7 @@ __all__ = [
 ]
 __version__ = "0.1.0"
 
-_DBAPI = {"Connection", "Cursor", "apilevel", "connect", "paramstyle", "threadsafety"}
+_DBAPI = {"Connection", "Cursor", "Options", "apilevel", "connect", "paramstyle", "threadsafety"}
 
 
 def __getattr__(name: str):

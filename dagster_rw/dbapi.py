@@ -11,6 +11,7 @@ from . import types as sqltypes
 from .engine.duck import DuckEngine, quote
 from .errors import InterfaceError, ProgrammingError
 from .runtime import ingest
+from .runtime.options import Options
 from .runtime.warehouse import ROW_ID, Warehouse
 from .sinks.service import SINKS
 from .sql import explain as explainer
@@ -35,33 +36,25 @@ def connect(warehouse: str | None = None, spark=None, **options) -> Connection:
 
     `spark` is None (an embedded local session, started when first needed), a SparkSession, or a
     Spark Connect URL `sc://host:port` (or a function returning a session, called when first needed).
-    Options: `s3_endpoint_url`, `aws_access_key_id`, `aws_secret_access_key`, `aws_region`, `engine`
-    ('auto', 'duckdb' or 'spark'), `compact_max_files`, `background_compaction`, `gc_grace_seconds`,
-    `spark_warehouse_url` (the warehouse as the Spark cluster's file system reads it, such as
-    `s3a://bucket/prefix`; without it Spark tasks read an S3 warehouse with pyarrow, and a local
-    one at its own path, which on a cluster must be a shared folder), `spark_file_bytes` (the size
-    a Spark step aims at per output file), `cache_bytes` (the bound of this process's cache of
-    decoded state files, 4 GB by default or DAGSTER_RW_SST_CACHE_BYTES; shared by its connections;
-    larger files are mapped, not decoded), `spark_threshold_rows` (with 'auto', steps reading more
-    change rows run on Spark), `spark_select_rows` (with 'auto', batch SELECTs reading more
-    committed rows run on Spark).
+    `options` are the fields of `Options` (runtime/options.py: the S3 endpoint and credentials, the
+    engine, the cache's bound, the thresholds of compaction, Spark, sources and sinks, with their
+    defaults); a name that is none of them raises ProgrammingError listing them.
     """
-    store = open_store(warehouse, options.pop("s3_endpoint_url", None), spark_url=options.pop("spark_warehouse_url", None),
-                       aws_access_key_id=options.pop("aws_access_key_id", None),
-                       aws_secret_access_key=options.pop("aws_secret_access_key", None),
-                       region_name=options.pop("aws_region", None))
-    cache_bytes = options.pop("cache_bytes", None)
-    if cache_bytes is not None:
+    options = Options.of(options)
+    store = open_store(warehouse, options.s3_endpoint_url, spark_url=options.spark_warehouse_url,
+                       aws_access_key_id=options.aws_access_key_id,
+                       aws_secret_access_key=options.aws_secret_access_key, region_name=options.aws_region)
+    if options.cache_bytes is not None:
         from .storage import sst_cache
 
-        sst_cache.set_limit(cache_bytes)
+        sst_cache.set_limit(options.cache_bytes)
     return Connection(store, spark, options)
 
 
 class Connection:
-    def __init__(self, store, spark, options):
+    def __init__(self, store, spark, options: Options):
         self.engine = DuckEngine(folders=store.local_folders())  # DuckDB reaches the warehouse's files only
-        self.wh = Warehouse(store, self.engine, spark_engine=self._make_spark_engine, sinks=SINKS, **options)
+        self.wh = Warehouse(store, self.engine, spark_engine=self._make_spark_engine, sinks=SINKS, options=options)
         self.spark = spark
         self.options = options
         self.implicit_flush = False

@@ -1,6 +1,7 @@
 """The DB-API surface: cursors, bulk inserts, barriers and refreshes, errors users can act on."""
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import decimal
 
@@ -268,3 +269,15 @@ def test_every_kind_of_statement_has_a_handler():
     assert len(defined) == 16
     assert subclasses(Statement) | defined == set(dbapi.HANDLERS)
     assert all(callable(h) and h.__qualname__.startswith("Cursor.") for h in dbapi.HANDLERS.values())
+
+
+def test_a_misspelt_option_is_refused_naming_the_known_ones(tmp_path):
+    with pytest.raises(dagster_rw.ProgrammingError,
+                       match=r"unknown option 'compact_max_file' for connect\(\); the options are: .*compact_max_files"):
+        dagster_rw.connect(str(tmp_path / "wh"), compact_max_file=4)
+    assert not (tmp_path / "wh").exists()  # refused before the warehouse is opened
+    with dagster_rw.connect(str(tmp_path / "wh"), engine="duckdb", compact_max_files=4) as conn:
+        assert conn.wh.options.compact_max_files == 4 and conn.wh.options["engine"] == "duckdb"
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            conn.wh.options.engine = "spark"
+    assert "secret" not in repr(dagster_rw.Options(aws_secret_access_key="secret"))

@@ -188,6 +188,14 @@ def test_the_map_of_newest_holders_finds_what_searching_every_file_finds(tmp_pat
                     assert h in ((0, -1) if k not in held[0] else (0,))
 
 
+def test_a_misspelt_tuning_is_refused_naming_the_known_ones():
+    before = TUNING.sparse_index_min_rows
+    with pytest.raises(dagster_rw.ProgrammingError, match="unknown tuning sparse_min_rows; .*sparse_index_min_rows"):
+        with tuned(sparse_min_rows=0):
+            pass
+    assert TUNING.sparse_index_min_rows == before
+
+
 def test_sparse_index_search_on_a_large_file():
     rng = np.random.default_rng(7)
     haystack = np.sort(rng.integers(0, 1 << 40, TUNING.sparse_index_min_rows + 12345))

@@ -52,8 +52,8 @@ def test_postgres_target_equals_the_view_after_every_delivered_epoch(ops, batch_
     pg = PgSchema()
     oracle = Oracle()
     try:
-        with dagster_rw.connect(tempfile.mkdtemp(prefix="rw-sinkdiff-")) as conn:
-            conn.wh.options["flush_delivers_sinks"] = False  # sinks lag until told to deliver
+        # sinks lag until told to deliver
+        with dagster_rw.connect(tempfile.mkdtemp(prefix="rw-sinkdiff-"), flush_delivers_sinks=False) as conn:
             for c in (conn, oracle):
                 c.execute("CREATE TABLE orders (id INT PRIMARY KEY, item_id INT, qty INT)")
                 c.execute("CREATE TABLE items (id INT PRIMARY KEY, name VARCHAR)")

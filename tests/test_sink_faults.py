@@ -90,8 +90,7 @@ def _deliver_in_subprocess(warehouse):
 
 
 def test_process_killed_during_delivery_redelivers_without_skipping(warehouse, pg):
-    with dagster_rw.connect(warehouse) as conn:
-        conn.wh.options["flush_delivers_sinks"] = False
+    with dagster_rw.connect(warehouse, flush_delivers_sinks=False) as conn:
         conn.execute("CREATE TABLE events (id INT, k INT, v INT) APPEND ONLY")
         conn.execute("CREATE MATERIALIZED VIEW per_k AS SELECT k, count(*) AS n, sum(v) AS s FROM events GROUP BY k")
         conn.execute(f"CREATE SINK raw FROM events WITH ({pg.options('raw', type='append-only', auto_create='true', max_batch_rows='20')})")

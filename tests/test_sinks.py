@@ -2,6 +2,7 @@
 tables, status, retries and redaction. The targets are real (PostgreSQL on 127.0.0.1:5432, the local disk)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -240,7 +241,7 @@ def test_sink_keeps_its_inputs_change_files_until_it_delivered_them(conn, out):
     conn.execute(f"CREATE SINK f FROM order_items WITH (connector = 'file', path = '{out}', "
                  "type = 'upsert', primary_key = 'id')")
     conn.refresh("f")  # the snapshot
-    conn.wh.options["flush_delivers_sinks"] = False
+    conn.wh.options = dataclasses.replace(conn.wh.options, flush_delivers_sinks=False)
     for i in range(4):
         conn.execute(f"UPDATE orders SET qty = {10 + i} WHERE id = 101")
         conn.execute("FLUSH")

@@ -1,6 +1,8 @@
 """The Spark path runs the same rules as the in-process path: both must give DuckDB's answer."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from oracle import Oracle, assert_same
 from test_differential import (
@@ -116,7 +118,7 @@ def test_batch_selects_run_on_spark_past_spark_select_rows(tmp_path, spark, monk
     conn.execute(f"INSERT INTO t VALUES {_values(rows)}")
     conn.execute("FLUSH")
     for limit, on_spark in ((100, False), (10, True)):
-        conn.wh.options["spark_select_rows"] = limit
+        conn.wh.options = dataclasses.replace(conn.wh.options, spark_select_rows=limit)
         ran.clear()
         assert_same(conn.execute(query).fetchall(), oracle.rows(query), f"spark_select_rows={limit}")
         assert bool(ran) == on_spark

@@ -290,7 +290,7 @@ def _uses_spark(wh, nbytes: int) -> bool:
     if choice == "spark":
         return True
     return choice == "auto" and wh._spark_engine is not None and \
-        nbytes > wh.options.get("source_spark_threshold_bytes", 256 << 20)
+        nbytes > wh.options["source_spark_threshold_bytes"]
 
 
 def read_epoch(wh, obj: CatalogObject, m: Manifest, target: int):

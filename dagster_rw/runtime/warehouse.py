@@ -36,33 +36,7 @@ from ..storage.state_table import write_sorted
 from .. import after_fork as fork
 from . import epochs, ingest, isolation, lag, row_ids, step
 from .compaction import Compactor
-
-DEFAULT_OPTIONS = {
-    "compact_max_files": 16,  # merge a state table's newest small files beyond this many
-    "background_compaction": True,  # in-process, merge them on a background thread (runtime/compaction.py)
-    "gc_grace_seconds": 30.0,  # how long files dropped from a manifest stay readable by other readers
-    "engine": "auto",  # 'duckdb' (in-process), 'spark', or 'auto': by the size of the step's input
-    "spark_threshold_rows": 2_000_000,  # with 'auto', steps reading more change rows than this go to Spark
-    # with 'auto', batch SELECTs reading more committed rows than this go to Spark (in-process DuckDB
-    # answers the queries of benchmarks/batch_select.py faster up to tens of millions of rows)
-    "spark_select_rows": 20_000_000,
-    "source_spark_threshold_records": 500_000,  # with 'auto', source steps reading more records use Spark tasks
-    "spark_file_bytes": 128 << 20,  # what a Spark step aims at per output file (rows as Arrow holds them)
-    "spark_broadcast_rows": 1_000_000,  # a Spark step reading at most this many change rows broadcasts them
-    "source_split_records": 100_000,  # records per Spark task (split) of a source step
-    "source_split_bytes": 32 << 20,  # bytes of a file per piece (Spark task) of a file source step
-    "source_spark_threshold_bytes": 256 << 20,  # with 'auto', file source steps reading more use Spark tasks
-    "sink_retry_attempts": 5,  # attempts per batch in one refresh of a sink (WITH retry.* overrides)
-    "sink_retry_initial_seconds": 0.2,  # first backoff; doubles per failure, with jitter
-    "sink_retry_max_seconds": 10.0,  # cap on one backoff
-    "flush_delivers_sinks": True,  # FLUSH tries each sink once after the views (failures only recorded)
-    # a FLUSH, or the refresh of one object (a Dagster asset step), whose step lost a commit race to
-    # another writer reads the warehouse again and goes on from what that writer committed, up to
-    # this many times, backing off (doubling from the first figure, with jitter, up to the cap)
-    "flush_conflict_retries": 10,
-    "flush_retry_initial_seconds": 0.02,
-    "flush_retry_max_seconds": 1.0,
-}
+from .options import Options
 
 ROW_ID = "_row_id"
 OP = "_op"
@@ -87,13 +61,12 @@ class SinkService(Protocol):
 
 class Warehouse:
     def __init__(self, store: ObjectStore, duck: DuckEngine | None = None, spark_engine=None,
-                 sinks: SinkService | None = None, **options):
+                 sinks: SinkService | None = None, options: Options | None = None):
         self.store = store
         self._sinks = sinks
         self.engine = duck or DuckEngine(folders=store.local_folders())
         self._spark_engine = spark_engine  # a SparkEngine, or a callable that makes one when first needed
-        self.options = dict(DEFAULT_OPTIONS)
-        self.options.update({k: v for k, v in options.items() if k in DEFAULT_OPTIONS})
+        self.options = options or Options()
         self.flush_retries = 0  # FLUSHes that went on after losing a commit race (for tests and status)
         self.refresh_retries = 0  # refreshes of one object that stepped again after losing one
         self._sealed: int | None = None  # the epoch a FLUSH in progress sealed (epochs.seal)
