@@ -167,6 +167,13 @@ class Connection:
         names = [name] if name else list(self.wh.catalog().objects)
         return sum(self.wh.compact(n) for n in names)
 
+    @reports_file_errors("the sweep")
+    def sweep(self) -> int:
+        """Delete the files a crash left, once older than `sweep_grace_seconds` (files no log
+        entry, manifest, pack or garbage list explains); returns how many were deleted."""
+        self._check()
+        return len(self.wh.sweep())
+
     def status(self) -> list[dict]:
         self._check()
         self.wh.sync()

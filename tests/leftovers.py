@@ -3,9 +3,10 @@
 A file is explained when the log's state (storage/log.py LogState) accounts for it: a manifest
 lists it (its state files, change files, or garbage still waiting out the grace period), it is a
 staged batch the log accepted (unsealed, sealed in an epoch not yet collected, or in the trash the
-next checkpoint deletes), or it is a pack the log records. The log's own files and the row-id
-claims (never deleted, by design) are explained by being what they are. Anything else (a step's
-file no commit adopted, garbage whose deletion never ran, a batch no entry accepted) is left over.
+next checkpoint deletes), or it is a pack the log records (storage/sweep.py explained_keys). The
+log's own files and the row-id claims (never deleted, by design) are explained by being what they
+are. Anything else (a step's file no commit adopted, garbage whose deletion never ran, a batch no
+entry accepted) is left over: this looks at every folder, wider than what the sweep deletes.
 """
 from __future__ import annotations
 
@@ -13,15 +14,9 @@ import os
 
 from dagster_rw.storage import log as log_mod
 from dagster_rw.storage.object_store import LocalStore
+from dagster_rw.storage.sweep import explained_keys
 
 ALWAYS_EXPLAINED = ("log", "row_ids")  # the log itself; row-id claims, kept for ever
-
-
-def explained_keys(state: log_mod.LogState) -> set[str]:
-    staged = set(state.trash) | set(state.due)
-    staged.update(k for keys in state.unsealed.values() for k in keys)
-    staged.update(k for record in state.epochs.values() for keys in record.get("batches", {}).values() for k in keys)
-    return state.listed_files() | staged | set(state.packs)
 
 
 def unexplained_files(root: str) -> list[str]:

@@ -25,6 +25,7 @@ from s3_server import MotoS3
 import dagster_rw
 from dagster_rw.storage import log as log_mod
 from dagster_rw.storage import manifest as manifests
+from dagster_rw.storage import sweep as sweeping
 from dagster_rw.storage.object_store import LocalStore, S3Store
 
 BUCKET = "rw-commit-log"
@@ -131,6 +132,16 @@ KILLED_WRITER = textwrap.dedent('''
     elif point == "background":  # a background merge has written its file; no step adopted it
         options["background_compaction"] = True
         StateTable.merge_files = kill_after(StateTable.merge_files, 1)
+    elif point == "partial":  # a local write cut short: its .tmp file is in the folder, half synced
+        real_fsync = os.fsync
+
+        def partial(fd):
+            if os.readlink(f"/proc/self/fd/{fd}").endswith(".tmp"):
+                calls["n"] += 1
+                if calls["n"] >= 40:
+                    os.kill(os.getpid(), signal.SIGKILL)
+            return real_fsync(fd)
+        os.fsync = partial
     conn = dagster_rw.connect(url, engine="duckdb", **options)
     with open(acks, "a") as log:
         for i in range(1000):
@@ -201,6 +212,7 @@ def test_a_writer_killed_inside_a_commit_loses_and_doubles_nothing(s3, tmp_path,
         accepted = {k for keys in state.unsealed.values() for k in keys} | set(state.trash) | {
             k for record in state.epochs.values() for keys in record["batches"].values() for k in keys}
         assert set(conn.wh.store.list("staging/")) - accepted
+    _swept_after_the_grace_period_only(conn, point)
     epochs = {s["name"]: s["epoch"] for s in conn.status()}
     for name in VIEWS:  # every object reads at its committed epoch
         conn.execute(f"SELECT * FROM {name}").fetchall()
@@ -213,6 +225,57 @@ def test_a_writer_killed_inside_a_commit_loses_and_doubles_nothing(s3, tmp_path,
     conn.execute("INSERT INTO t VALUES (5000, 1, 1)")  # and it goes on
     conn.execute("FLUSH")
     _check(conn, acked + [(5000, 1, 1)])
+
+
+def _swept_after_the_grace_period_only(conn, point: str) -> None:
+    """The files the kill left (nothing in the log explains them) stay while they are younger than
+    the sweep's grace period (they could be a write in flight) and are swept after it; every
+    other file stays."""
+    store = conn.wh.store
+    left = sorted(key for key, _ in sweeping.unexplained(store))
+    # these points leave objects of their own; at the others the files let go lie in packs, which
+    # the log frees at a checkpoint once none of their files is listed
+    if point in ("pack", "merge", "stage", "compact", "background", "partial"):
+        assert left, f"the kill at {point!r} left no file to sweep"
+    if point == "partial":
+        assert any(key.endswith(".tmp") for key in left), left
+    before = sorted(key for key, _ in store.list_modified(""))
+    grace = conn.wh.options["sweep_grace_seconds"]
+    assert conn.wh.sweep() == []
+    assert sorted(key for key, _ in store.list_modified("")) == before
+    assert sorted(conn.wh.sweep(now=time.time() + grace + 1)) == left
+    assert sorted(key for key, _ in store.list_modified("")) == sorted(set(before) - set(left))
+    assert sweeping.unexplained(store) == []
+
+
+@pytest.mark.parametrize("point", ["partial", "stage"])
+def test_files_a_killed_local_writer_left_are_swept_after_the_grace_period(tmp_path, point):
+    """On a local folder (file times as the file system keeps them): a write cut short leaves its
+    .tmp file, an INSERT killed before its entry leaves its batch; both outlive a sweep within the
+    grace period and go once their modification time is older than it."""
+    root = str(tmp_path / "wh")
+    _schema(dagster_rw.connect(root, engine="duckdb"))
+    script, acks = tmp_path / "writer.py", tmp_path / "acks.jsonl"
+    script.write_text(KILLED_WRITER)
+    proc = subprocess.run([sys.executable, str(script), root, point, str(acks)], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "TMPDIR": str(tmp_path)})
+    assert proc.returncode == -9, f"the writer was not killed where expected:\n{proc.stderr[-3000:]}"
+    conn = dagster_rw.connect(root, engine="duckdb")
+    store, grace = conn.wh.store, conn.wh.options["sweep_grace_seconds"]
+    left = sorted(key for key, _ in sweeping.unexplained(store))
+    assert left and (point != "partial" or any(key.endswith(".tmp") for key in left)), left
+    assert conn.sweep() == 0 and all(os.path.exists(store.local_path(key)) for key in left)
+    old = time.time() - grace - 1  # as if the grace period had passed since the kill
+    for key in left[:-1]:
+        os.utime(store.local_path(key), (old, old))
+    assert conn.sweep() == len(left) - 1  # the one still young stays
+    assert [key for key, _ in sweeping.unexplained(store)] == left[-1:]
+    os.utime(store.local_path(left[-1]), (old, old))
+    assert conn.sweep() == 1 and sweeping.unexplained(store) == []
+    acked, or_applied = _acked(acks)
+    conn.execute("FLUSH")
+    landed = or_applied is not None and sorted(conn.execute("SELECT * FROM t").fetchall()) == sorted(or_applied)
+    _check(conn, or_applied if landed and point != "stage" else acked)
 
 
 # -- checkpoints, pruning, stale readers ---------------------------------------------------------

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import decimal
 import json
+import os
 import random
+import time
 from pathlib import Path
 
 import dagster as dg
@@ -373,12 +375,22 @@ def test_maintenance_job_compacts(shop, shop_assets, tmp_path):
             workload.apply(feeder, 8)
             feeder.flush()
         before = sum(r["sst_files"] for r in feeder.status())
+        # files a crash left, one past the sweep's grace period and one within it
+        strays = [f"objects/orders/state/output/{n:020d}-{n + 1:020d}-0123456789ab.parquet" for n in (90, 91)]
+        for key in strays:
+            feeder.wh.store.write_bytes(key, b"PAR1")
+        old = time.time() - feeder.wh.options["sweep_grace_seconds"] - 60
+        os.utime(feeder.wh.store.local_path(strays[0]), (old, old))
         job = build_maintenance_job(shop)
-        assert job.execute_in_process(resources={"rw": resource}, instance=instance).success
+        result = job.execute_in_process(resources={"rw": resource}, instance=instance)
+        assert result.success
         feeder.wh.sync()
         after = sum(r["sst_files"] for r in feeder.status())
         assert after < before
         workload.check_views(feeder)
+        assert [os.path.exists(feeder.wh.store.local_path(k)) for k in strays] == [False, True]
+        output = next(e for e in result.all_events if e.is_successful_output)
+        assert output.event_specific_data.metadata["files_swept"].value == 1
 
 
 def test_component_builds_the_same_definitions(tmp_path):

@@ -157,7 +157,10 @@ class RwResource(dg.ConfigurableResource):
         return RwRefresh(self, context, project)
 
     def maintain(self, project: RwProject | None = None) -> dict:
-        """Compaction of every object's state and removal of files nothing needs any more."""
+        """Compaction of every object's state (of `project`'s objects, or all), removal of the
+        staged batches every table has applied, and the sweep of files a crash left anywhere in
+        the warehouse (older than `sweep_grace_seconds`). Returns {"merged": {object: files
+        merged away}, "swept": files swept}."""
         conn = self.get_connection()
         conn.wh.sync()
         merged = {}
@@ -166,7 +169,7 @@ class RwResource(dg.ConfigurableResource):
             if conn.wh.catalog().get(name) is not None:
                 merged[name] = conn.compact(name)
         conn.wh.collect_garbage()
-        return merged
+        return {"merged": merged, "swept": conn.sweep()}
 
 
 def _pyspark_session(resource: LazyPySparkResource | PySparkResource):

@@ -20,6 +20,7 @@ from ..sql.planner import Planner
 from ..storage import catalog as catalogs
 from ..storage import manifest as manifests
 from ..storage import sst_cache
+from ..storage import sweep as sweeping
 from ..storage.catalog import (
     MATERIALIZED_VIEW,
     SOURCE,
@@ -732,6 +733,11 @@ class Warehouse:
         state: a table another process just created holds them back too)."""
         self.sync()
         epochs.collect_staging(self.store)
+
+    def sweep(self, now: float | None = None) -> list[str]:
+        """Delete the files a crash left (nothing in the log explains them) that are older than
+        `sweep_grace_seconds`; returns their keys."""
+        return sweeping.sweep(self.store, self.options["sweep_grace_seconds"], now)
 
     def compact(self, name: str) -> int:
         """Merge each state table of `name` into one file; returns how many files were removed."""

@@ -30,6 +30,10 @@ class ObjectStore:
     def write_bytes(self, key: str, data: bytes, durable: bool = True) -> None: ...
     def put_if_absent(self, key: str, data: bytes) -> bool: ...
     def list(self, prefix: str) -> list[str]: ...
+    def list_modified(self, prefix: str) -> list[tuple[str, float]]:
+        """(key, last modified as a Unix time) of the objects under `prefix`, partial writes a
+        crash left included (for the sweep, storage/sweep.py)."""
+        ...
     def delete(self, key: str) -> None: ...
     def exists(self, key: str) -> bool: ...
     def local_path(self, key: str) -> str: ...
@@ -133,6 +137,19 @@ class LocalStore(ObjectStore):
                     continue
                 full = os.path.join(dirpath, name)
                 out.append(os.path.relpath(full, self.root).replace(os.sep, "/"))
+        return sorted(out)
+
+    def list_modified(self, prefix: str) -> list[tuple[str, float]]:
+        base = self._path(prefix)
+        out = []
+        for dirpath, _dirs, files in os.walk(base):  # (nothing when the folder is absent)
+            for name in files:  # `.tmp` files too: a write a crash cut short is never renamed
+                full = os.path.join(dirpath, name)
+                try:
+                    modified = os.stat(full).st_mtime
+                except FileNotFoundError:  # renamed or deleted since: not there to sweep
+                    continue
+                out.append((os.path.relpath(full, self.root).replace(os.sep, "/"), modified))
         return sorted(out)
 
     def delete(self, key: str) -> None:
@@ -342,16 +359,18 @@ class S3Store(ObjectStore):
             return False
 
     def list(self, prefix: str) -> list[str]:
+        return [key for key, _ in self.list_modified(prefix)]
+
+    def list_modified(self, prefix: str) -> list[tuple[str, float]]:
         from botocore.exceptions import BotoCoreError, ClientError
 
         out = []
-        full = self._key(prefix)
         strip = len(self.prefix) + 1 if self.prefix else 0
-        paginator = self.client.get_paginator("list_objects_v2")
         try:
-            for page in paginator.paginate(Bucket=self.bucket, Prefix=full):
-                for item in page.get("Contents", []):
-                    out.append(item["Key"][strip:])
+            for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket,
+                                                                               Prefix=self._key(prefix)):
+                out.extend((item["Key"][strip:], item["LastModified"].timestamp())
+                           for item in page.get("Contents", []))
         except (ClientError, BotoCoreError) as e:
             raise self._failed("LIST", prefix + "*", e) from e
         return sorted(out)
