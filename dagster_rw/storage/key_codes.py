@@ -306,3 +306,14 @@ def sort_indices(table: pa.Table, keys: list[str], last: str | None = None):
         return pc.sort_indices(table, sort_keys=[(k, order, "at_start") for k, order in spec])
     except (TypeError, ValueError, pa.ArrowInvalid):
         return pc.sort_indices(table, spec, null_placement="at_start")
+
+
+def sorted_for_file(table: pa.Table, keys: list[str]) -> pa.Table:
+    """`table` in the order of a state or change-log file sorted by `keys` (NULLs first; a
+    trailing `_w` only orders a key's delete before its insert)."""
+    if keys and table.num_rows > 1:
+        last = keys[-1] if keys[-1] == "_w" else None
+        order = sort_indices(table, keys[:-1] if last else keys, last)
+        if order is not None:
+            table = table.take(order)
+    return table

@@ -23,7 +23,7 @@ from .key_codes import (  # noqa: F401 - callers reach them as sst_cache.<name>
     is_small_int, _searchable, _encode, _biased, _int_like,
     _int_codes, decode_codes, key_codes, key_hash, local_hash, sorted_order,
     _unsigned, _packed_order, sort_values, _polars_sort, _best_of_three,
-    hash_order, _range_codes, order_codes, sort_indices, _MIX, _sort_lock,
+    hash_order, _range_codes, order_codes, sort_indices, sorted_for_file, _MIX, _sort_lock,
 )
 
 import numpy as np

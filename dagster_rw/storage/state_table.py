@@ -570,13 +570,7 @@ def sort_for_sst(table: pa.Table, keys: list[str]) -> pa.Table | None:
     cannot hold a column type (intervals: DuckDB writes those)."""
     if any(pa.types.is_interval(f.type) for f in table.schema):
         return None
-    if keys and table.num_rows > 1:
-        # a change log's weight column only orders a key's delete before its insert
-        last = keys[-1] if keys[-1] == "_w" else None
-        order = sst_cache.sort_indices(table, keys[:-1] if last else keys, last)
-        if order is not None:
-            table = table.take(order)
-    return table
+    return sst_cache.sorted_for_file(table, keys)
 
 
 def write_sorted(table: pa.Table, path: str, keys: list[str]) -> pa.Table | None:
