@@ -468,11 +468,13 @@ class Cursor:
 
         wh = self.conn.wh
         kinds = {"TABLES": TABLE, "MATERIALIZED VIEWS": MATERIALIZED_VIEW, "SINKS": SINK, "SOURCES": SOURCE}
-        if s.what.startswith("CREATE SINK "):  # the definition, with secrets redacted
+        created = {"CREATE SINK ": SINK, "CREATE SOURCE ": SOURCE}
+        kind = next((k for prefix, k in created.items() if s.what.startswith(prefix)), None)
+        if kind is not None:  # the definition, with secrets redacted
             name = s.sql.split()[-1].strip('"') if s.sql.split()[-1].startswith('"') else s.sql.split()[-1].lower()
             obj = wh.get(name)
-            if obj.kind != SINK:
-                raise ProgrammingError(f'"{name}" is not a sink')
+            if obj.kind != kind:
+                raise ProgrammingError(f'"{name}" is not a {kind}')
             self._columns(["Name", "Create Sql"], [(name, obj.sql)])
             return
         if s.what == "SECRETS":  # names only: a value is never shown

@@ -53,27 +53,15 @@ def spec_of(obj: CatalogObject) -> FileSourceSpec:
 
 def location(wh, obj: CatalogObject) -> dict:
     """Where the files are, credentials in clear (for this process and the Spark tasks it starts)."""
-    from ..storage.secrets import ENV, unseal
+    from .secrets import clear_value
 
     spec = spec_of(obj)
     if spec.kind == "posix":
         return {"kind": "posix", "root": spec.root}
-
-    def clear(value: str | None, option: str) -> str | None:
-        if not value:
-            return None
-        value = unseal(value, option, wh.catalog().secrets or {})
-        if value.startswith(ENV):
-            name = value[len(ENV):]
-            if name not in os.environ:
-                raise OperationalError(f"source {obj.name!r}: option {option} names the environment variable "
-                                       f"{name}, which is not set")
-            return os.environ[name]
-        return value
-
+    what = f"source {obj.name!r}"
     return {"kind": "s3", "bucket": spec.bucket, "endpoint": spec.endpoint, "region": spec.region,
-            "access": clear(spec.access, "s3.credentials.access"),
-            "secret": clear(spec.secret, "s3.credentials.secret")}
+            "access": clear_value(wh, spec.access, "s3.credentials.access", what),
+            "secret": clear_value(wh, spec.secret, "s3.credentials.secret", what)}
 
 
 def _list(wh, obj: CatalogObject, fresh: bool) -> list[tuple[str, int]]:

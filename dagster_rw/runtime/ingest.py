@@ -48,9 +48,21 @@ def spec_of(obj: CatalogObject) -> KafkaSourceSpec:
     return KafkaSourceSpec.from_options(obj.options)
 
 
-def topic_of(obj: CatalogObject, timeout: float = 10.0) -> KafkaTopic:
+def client_security(wh, spec: KafkaSourceSpec, name: str) -> dict:
+    """kafka-python's settings for the source's security protocol and SASL login, the password
+    read in clear here, where the consumer is made (it is stored sealed: storage.secrets)."""
+    if spec.sasl_mechanism is None:
+        return {} if spec.security_protocol == "PLAINTEXT" else {"security_protocol": spec.security_protocol}
+    from .secrets import clear_value
+
+    return {"security_protocol": spec.security_protocol, "sasl_mechanism": spec.sasl_mechanism,
+            "sasl_plain_username": spec.sasl_username,
+            "sasl_plain_password": clear_value(wh, spec.sasl_password, "properties.sasl.password", f"source {name!r}")}
+
+
+def topic_of(wh, obj: CatalogObject, timeout: float = 10.0) -> KafkaTopic:
     spec = spec_of(obj)
-    return KafkaTopic(spec.bootstrap, spec.topic, timeout)
+    return KafkaTopic(spec.bootstrap, spec.topic, timeout, client_security(wh, spec, obj.name))
 
 
 PROBE_TIMEOUT = 5.0  # for status and pending_inputs, which must answer even when Kafka does not
@@ -104,7 +116,7 @@ def barrier_offsets(wh):
             prev = _previous(wh, obj, newest)
             if obj.name not in high:
                 try:
-                    high[obj.name] = topic_of(obj).end_offsets()
+                    high[obj.name] = topic_of(wh, obj).end_offsets()
                 except OperationalError:
                     high[obj.name] = None  # Kafka unreachable: this epoch takes nothing from it
             hw = high[obj.name] or {}
@@ -136,7 +148,7 @@ def pending(wh) -> dict[str, int]:
                 out[obj.name] = n
             continue
         try:
-            hw = topic_of(obj, PROBE_TIMEOUT).end_offsets()
+            hw = topic_of(wh, obj, PROBE_TIMEOUT).end_offsets()
         except OperationalError:
             continue
         prev = _previous(wh, obj, newest)
@@ -150,7 +162,7 @@ def read_rows(wh, obj: CatalogObject, ranges: dict[int, tuple[int, int]], epoch:
     """The decoded rows (declared columns, hidden row id) of the records in `ranges`, and the bad
     records as rows of the error table."""
     spec = spec_of(obj)
-    values, ids = _read_records(wh, spec, ranges)
+    values, ids = _read_records(wh, spec, ranges, client_security(wh, spec, obj.name))
     declared = [c for c in obj.columns if not c.hidden]
     decoder = RecordDecoder(declared, spec.encode, spec.delimiter, wh.engine)
     decoded = decoder.decode(values)
@@ -177,7 +189,7 @@ def uses_spark(wh, records: int) -> bool:
     return choice == "spark" or (choice == "auto" and records > wh.options["source_spark_threshold_records"])
 
 
-def _read_records(wh, spec: KafkaSourceSpec, ranges: dict[int, tuple[int, int]]):
+def _read_records(wh, spec: KafkaSourceSpec, ranges: dict[int, tuple[int, int]], security: dict):
     """The raw values of the records in `ranges` and their hidden row ids (partition, then offset
     order): in-process for small reads, split into offset ranges read by Spark tasks for large ones."""
     ranges = {p: r for p, r in ranges.items() if r[1] > r[0]}
@@ -185,11 +197,12 @@ def _read_records(wh, spec: KafkaSourceSpec, ranges: dict[int, tuple[int, int]])
         from ..sources.splits import cut, read_on_spark
 
         spark = wh.spark_engine().spark
-        table = read_on_spark(spark, spec.bootstrap, spec.topic, cut(ranges, wh.options["source_split_records"]))
+        table = read_on_spark(spark, spec.bootstrap, spec.topic, cut(ranges, wh.options["source_split_records"]),
+                              security)
         parts = table.column("partition").to_numpy().astype(np.int64)
         ids = (parts << PARTITION_SHIFT) + table.column("offset").to_numpy()
         return table.column("value").to_pylist(), ids
-    parts = KafkaTopic(spec.bootstrap, spec.topic).read(ranges)
+    parts = KafkaTopic(spec.bootstrap, spec.topic, security=security).read(ranges)
     values: list[bytes | None] = []
     row_ids = []
     for part in parts:
@@ -275,7 +288,7 @@ def status_fields(wh, obj: CatalogObject, m: Manifest) -> dict:
         "source_errors": sum(f.rows for f in m.state.get(ERRORS, [])),
     }
     try:
-        hw = topic_of(obj, PROBE_TIMEOUT).end_offsets()
+        hw = topic_of(wh, obj, PROBE_TIMEOUT).end_offsets()
         out["source_high_watermarks"] = {str(p): o for p, o in sorted(hw.items())}
         out["consumer_lag"] = sum(max(0, o - reached.get(p, 0)) for p, o in hw.items())
     except OperationalError:
@@ -284,7 +297,7 @@ def status_fields(wh, obj: CatalogObject, m: Manifest) -> dict:
     return out
 
 
-def connector_definition(statement) -> tuple[dict, dict]:
+def connector_definition(wh, statement) -> tuple[dict, dict]:
     """A connector object's catalog options and its first manifest's positions (Kafka: the start
     offsets; files: none read)."""
     from ..sources.spec import source_spec
@@ -296,11 +309,13 @@ def connector_definition(statement) -> tuple[dict, dict]:
         # Kafka need not be up to define a source that starts at the beginning (a project read
         # offline, say): unknown partitions are then read from their first offset
         try:
-            start = KafkaTopic(spec.bootstrap, spec.topic, PROBE_TIMEOUT).start_offsets()
+            start = KafkaTopic(spec.bootstrap, spec.topic, PROBE_TIMEOUT,
+                               client_security(wh, spec, statement.name)).start_offsets()
         except OperationalError:
             start = {}
     else:  # 'latest' means the end at CREATE, which only Kafka can tell
-        start = KafkaTopic(spec.bootstrap, spec.topic, PROBE_TIMEOUT).end_offsets()
+        start = KafkaTopic(spec.bootstrap, spec.topic, PROBE_TIMEOUT,
+                           client_security(wh, spec, statement.name)).end_offsets()
     offsets = {str(p): o for p, o in sorted(start.items())}
     return {**spec.to_options(), "start_offsets": offsets}, {"offsets": offsets}
 

@@ -2,7 +2,9 @@
 storage.secrets), committed like any other definition."""
 from __future__ import annotations
 
-from ..errors import IntegrityError, ProgrammingError
+import os
+
+from ..errors import IntegrityError, OperationalError, ProgrammingError
 from ..storage import catalog as catalogs
 from ..storage import secrets
 from ..storage.catalog import Catalog
@@ -45,3 +47,18 @@ def drop_secret(wh, name: str, if_exists: bool) -> bool:
 
 def secret_names(wh) -> list[str]:
     return sorted(wh.catalog().secrets or {})
+
+
+def clear_value(wh, value: str | None, option: str, what: str) -> str | None:
+    """The clear value of a connector option as the catalog keeps it (a secret reference or an
+    encrypted literal decrypted; `env:NAME` read from this process's environment), for use here
+    and now, never to be stored; `what` names the object in errors (which never hold the value)."""
+    if not value:
+        return None
+    value = secrets.unseal(value, option, wh.catalog().secrets or {})
+    if value.startswith(secrets.ENV):
+        name = value[len(secrets.ENV):]
+        if name not in os.environ:
+            raise OperationalError(f"{what}: option {option} names the environment variable {name}, which is not set")
+        return os.environ[name]
+    return value

@@ -302,7 +302,7 @@ class Warehouse:
             if s.if_not_exists:
                 return False
             raise ProgrammingError(f'relation "{s.name}" already exists')
-        options, positions = ingest.connector_definition(s)
+        options, positions = ingest.connector_definition(self, s)
         created = epochs.newest_epoch(self.store)
         obj = CatalogObject(name=s.name, kind=TABLE if s.is_table else SOURCE, sql=s.sql,
                             columns=list(s.columns) + [Column(ROW_ID, "bigint", hidden=True)], pk=[],

@@ -25,14 +25,23 @@ class PartitionRecords:
     values: list[bytes | None]
 
 
-def _consumer(bootstrap: str, topic: str, fresh: bool = False, timeout: float = 20.0):
+def redact(text: str, security: dict | None) -> str:
+    """`text` (a message of kafka-python's) with the SASL password cut out."""
+    password = (security or {}).get("sasl_plain_password")
+    return text.replace(password, "***") if password else text
+
+
+def _consumer(bootstrap: str, topic: str, fresh: bool = False, timeout: float = 20.0, security: dict | None = None):
+    """A consumer of the cluster at `bootstrap`; `security`: kafka-python's security_protocol and
+    sasl_* settings, the password in clear (runtime.ingest.client_security)."""
     try:
         from kafka import KafkaConsumer
     except ImportError:
         raise OperationalError(f"Kafka topic {topic!r}: Kafka sources need kafka-python "
                                "(pip install 'dagster-rw[kafka]')") from None
 
-    key = bootstrap
+    security = security or {}
+    key = (bootstrap, tuple(sorted(security.items())))  # in memory only: one consumer per cluster and login
     with _LOCK:
         c = None if fresh else _CONSUMERS.get(key)
         if c is None:
@@ -41,9 +50,10 @@ def _consumer(bootstrap: str, topic: str, fresh: bool = False, timeout: float = 
                                   client_id="dagster-rw", max_poll_records=200_000, fetch_max_bytes=64 << 20,
                                   max_partition_fetch_bytes=16 << 20, fetch_max_wait_ms=100,
                                   request_timeout_ms=15_000, auto_offset_reset="earliest",
-                                  check_crcs=False, bootstrap_timeout_ms=int(timeout * 1000))
+                                  check_crcs=False, bootstrap_timeout_ms=int(timeout * 1000), **security)
             except Exception as e:
-                raise OperationalError(f"Kafka at {bootstrap!r} (topic {topic!r}) is unreachable: {e}") from None
+                raise OperationalError(f"Kafka at {bootstrap!r} (topic {topic!r}) is unreachable: "
+                                       f"{redact(str(e), security)}") from None
             if not fresh:
                 while len(_CONSUMERS) >= _MAX_CONSUMERS:  # clusters long gone (tests) or rarely used
                     _CONSUMERS.pop(next(iter(_CONSUMERS))).close()
@@ -54,16 +64,21 @@ def _consumer(bootstrap: str, topic: str, fresh: bool = False, timeout: float = 
 class KafkaTopic:
     """One topic on one cluster. Methods raise OperationalError naming the topic when Kafka fails."""
 
-    def __init__(self, bootstrap: str, topic: str, timeout: float = 10.0):
+    def __init__(self, bootstrap: str, topic: str, timeout: float = 10.0, security: dict | None = None):
         self.bootstrap = bootstrap
         self.topic = topic
         self.timeout = timeout
+        self.security = security or {}  # see _consumer
 
     def _fail(self, what: str, cause) -> OperationalError:
-        return OperationalError(f"Kafka topic {self.topic!r} at {self.bootstrap!r}: {what}: {cause}")
+        return OperationalError(f"Kafka topic {self.topic!r} at {self.bootstrap!r}: {what}: "
+                                f"{redact(str(cause), self.security)}")
+
+    def _consumer(self):
+        return _consumer(self.bootstrap, self.topic, timeout=self.timeout, security=self.security)
 
     def partitions(self) -> list[int]:
-        c = _consumer(self.bootstrap, self.topic, timeout=self.timeout)
+        c = self._consumer()
         deadline = time.monotonic() + self.timeout
         while True:
             try:
@@ -79,7 +94,7 @@ class KafkaTopic:
     def start_offsets(self) -> dict[int, int]:
         from kafka import TopicPartition
 
-        c = _consumer(self.bootstrap, self.topic, timeout=self.timeout)
+        c = self._consumer()
         parts = [TopicPartition(self.topic, p) for p in self.partitions()]
         try:
             return {tp.partition: int(o) for tp, o in c.beginning_offsets(parts).items()}
@@ -95,7 +110,7 @@ class KafkaTopic:
         """
         from kafka import TopicPartition
 
-        c = _consumer(self.bootstrap, self.topic, timeout=self.timeout)
+        c = self._consumer()
         parts = [TopicPartition(self.topic, p) for p in self.partitions()]
         try:
             listed = {tp: int(o) for tp, o in c.end_offsets(parts).items()}
@@ -136,7 +151,7 @@ class KafkaTopic:
         out = {p: PartitionRecords(p, [], []) for p in sorted(ranges)}
         if not ranges:
             return list(out.values())
-        c = _consumer(self.bootstrap, self.topic, timeout=self.timeout)
+        c = self._consumer()
         tps = {p: TopicPartition(self.topic, p) for p in ranges}
         with _LOCK:
             try:

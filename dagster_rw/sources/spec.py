@@ -13,6 +13,8 @@ from .decode import ENCODINGS, FILE_ENCODINGS, check_supported
 
 STARTUP_MODES = ("earliest", "latest")
 MAX_RECORDS_OPTION = "epoch.max.records.per.partition"
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
 @dataclass
@@ -25,6 +27,12 @@ class KafkaSourceSpec:
     max_records_per_partition: int | None = None  # bound per partition per epoch; None: no bound
     watermark_column: str | None = None  # WATERMARK FOR <column> AS <column> - <delay>
     watermark_delay_us: int = 0
+    security_protocol: str = "PLAINTEXT"  # properties.security.protocol
+    sasl_mechanism: str | None = None  # properties.sasl.mechanism
+    sasl_username: str | None = None
+    # properties.sasl.password as the catalog keeps it: secret:<name>, encrypted:<token> or env:<VARIABLE>
+    # (storage.secrets); read in clear only where a consumer is made (runtime.ingest)
+    sasl_password: str | None = None
 
     def to_options(self) -> dict:
         return {"connector": "kafka", **asdict(self)}
@@ -116,6 +124,7 @@ def kafka_spec(name: str, sql: str, options: dict[str, str], fmt: str, encode: s
             bound = 0
         if bound <= 0:
             raise ProgrammingError(f"{name!r}: {MAX_RECORDS_OPTION} must be a positive integer")
+    security = _kafka_security(name, sql, opts)
     if opts:
         raise unsupported(f"the option {sorted(opts)[0]} in WITH (...)", sql, obj=name)
     _check_format(fmt, encode, ENCODINGS, "ENCODE JSON or ENCODE CSV", sql, name)
@@ -138,7 +147,41 @@ def kafka_spec(name: str, sql: str, options: dict[str, str], fmt: str, encode: s
         wm_delay = watermark_delay(name, sql, wm_column, watermark[1], columns)
     return KafkaSourceSpec(topic=topic, bootstrap=bootstrap, startup_mode=mode, encode=encode,
                            delimiter=delimiter, max_records_per_partition=bound, watermark_column=wm_column,
-                           watermark_delay_us=wm_delay)
+                           watermark_delay_us=wm_delay, **security)
+
+
+def _kafka_security(name: str, sql: str, opts: dict[str, str]) -> dict:
+    """The security protocol and SASL credentials a Kafka source's options ask for (taken out of
+    `opts`), as KafkaSourceSpec fields. The password stays as the catalog keeps it (sealed)."""
+    protocol = opts.pop("properties.security.protocol", "PLAINTEXT").upper()
+    mechanism = opts.pop("properties.sasl.mechanism", None)
+    username = opts.pop("properties.sasl.username", None)
+    password = opts.pop("properties.sasl.password", None)
+    if protocol not in SECURITY_PROTOCOLS:
+        raise unsupported(f"properties.security.protocol = {protocol!r} (use {', '.join(SECURITY_PROTOCOLS)})",
+                          sql, obj=name)
+    sasl = protocol.startswith("SASL_")
+    if mechanism is None:
+        if sasl:
+            raise ProgrammingError(f"{name!r}: properties.security.protocol = {protocol!r} needs "
+                                   f"properties.sasl.mechanism ({', '.join(SASL_MECHANISMS)})")
+        if username is not None or password is not None:
+            raise ProgrammingError(f"{name!r}: properties.sasl.username and properties.sasl.password need "
+                                   "properties.sasl.mechanism and properties.security.protocol = 'SASL_SSL' "
+                                   "or 'SASL_PLAINTEXT'")
+        return {"security_protocol": protocol}
+    mechanism = mechanism.upper()
+    if mechanism not in SASL_MECHANISMS:
+        raise unsupported(f"properties.sasl.mechanism = {mechanism!r} (use {', '.join(SASL_MECHANISMS)})",
+                          sql, obj=name)
+    if not sasl:
+        raise ProgrammingError(f"{name!r}: properties.sasl.mechanism needs properties.security.protocol = "
+                               f"'SASL_SSL' or 'SASL_PLAINTEXT' (not {protocol!r})")
+    if not username or not password:
+        raise ProgrammingError(f"{name!r}: properties.sasl.mechanism = {mechanism!r} needs "
+                               "properties.sasl.username and properties.sasl.password")
+    return {"security_protocol": protocol, "sasl_mechanism": mechanism, "sasl_username": username,
+            "sasl_password": password}
 
 
 @dataclass

@@ -24,8 +24,10 @@ def cut(ranges: dict[int, tuple[int, int]], max_records: int) -> list[tuple[int,
     return out
 
 
-def read_split(bootstrap: str, topic: str, partition: int, start: int, end: int, timeout: float = 30.0) -> pa.RecordBatch:
-    """Every record with start <= offset < end of one partition, as one Arrow batch."""
+def read_split(bootstrap: str, topic: str, partition: int, start: int, end: int, timeout: float = 30.0,
+               security: dict | None = None) -> pa.RecordBatch:
+    """Every record with start <= offset < end of one partition, as one Arrow batch (`security`:
+    kafka-python's security_protocol and sasl_* settings, see sources.kafka)."""
     import time
 
     from kafka import KafkaConsumer, TopicPartition
@@ -33,7 +35,7 @@ def read_split(bootstrap: str, topic: str, partition: int, start: int, end: int,
     tp = TopicPartition(topic, partition)
     c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None, check_crcs=False,
                       max_poll_records=200_000, fetch_max_bytes=64 << 20, max_partition_fetch_bytes=16 << 20,
-                      fetch_max_wait_ms=100, auto_offset_reset="earliest")
+                      fetch_max_wait_ms=100, auto_offset_reset="earliest", **(security or {}))
     offsets, values = [], []
     try:
         c.assign([tp])
@@ -56,8 +58,11 @@ def read_split(bootstrap: str, topic: str, partition: int, start: int, end: int,
                             pa.array(values, pa.binary())], schema=SPLIT_SCHEMA)
 
 
-def read_on_spark(spark, bootstrap: str, topic: str, splits: list[tuple[int, int, int]]) -> pa.Table:
-    """Read the splits in parallel Spark tasks (one task per split); rows in split order."""
+def read_on_spark(spark, bootstrap: str, topic: str, splits: list[tuple[int, int, int]],
+                  security: dict | None = None) -> pa.Table:
+    """Read the splits in parallel Spark tasks (one task per split); rows in split order. The
+    tasks get `security` (the SASL password in clear) with their closure, as they get the
+    addresses."""
     import sys
 
     from pyspark import cloudpickle
@@ -67,7 +72,7 @@ def read_on_spark(spark, bootstrap: str, topic: str, splits: list[tuple[int, int
     def read_batches(batches):
         for batch in batches:
             for p, s, e in zip(*(batch.column(i).to_pylist() for i in range(3))):
-                yield read_split(bootstrap, topic, p, s, e)
+                yield read_split(bootstrap, topic, p, s, e, security=security)
 
     df = spark.createDataFrame([tuple(s) for s in splits], "partition int, start long, end long") \
         .repartition(len(splits))
