@@ -10,7 +10,7 @@ from sqlglot import exp
 from . import types as sqltypes
 from .engine.duck import DuckEngine, quote
 from .errors import InterfaceError, ProgrammingError
-from .runtime import ingest
+from .runtime import ingest, view_errors
 from .runtime.options import Options
 from .runtime.warehouse import ROW_ID, Warehouse
 from .sinks.service import SINKS
@@ -224,6 +224,9 @@ class Connection:
             if obj is None and name == ingest.ERRORS_RELATION:
                 rels[name] = ingest.source_errors(self.wh)
                 continue
+            if obj is None and name == view_errors.RELATION:
+                rels[name] = view_errors.view_errors(self.wh)
+                continue
             if obj is None:
                 raise ProgrammingError(f'relation "{name}" does not exist')
             if obj.kind == "sink":
@@ -235,7 +238,7 @@ class Connection:
     def _query_engine(self, query: exp.Expression):
         """Spark for batch reads over large objects (or when forced), in-process otherwise."""
         names = {t.name for t in query.find_all(exp.Table) if self.wh.catalog().get(t.name) is not None}
-        if any(t.name == ingest.ERRORS_RELATION for t in query.find_all(exp.Table)) or any(
+        if any(t.name in (ingest.ERRORS_RELATION, view_errors.RELATION) for t in query.find_all(exp.Table)) or any(
                 self.wh.catalog().get(n).kind == SOURCE for n in names):
             return None  # the error table and sources (read again from Kafka) are read in-process
         if any(True for _ in query.find_all(exp.ArrayAgg)):

@@ -65,6 +65,9 @@ class Map(Node):
     child: Node | None = None
     exprs: list[exp.Expression] = field(default_factory=list)
     where: exp.Expression | None = None
+    # the same in forms that give NULL where a value cannot be computed, and the checks that count
+    # those values (sql.non_strict.NonStrict); None when no expression can fail
+    non_strict: object = None
 
     @property
     def children(self):

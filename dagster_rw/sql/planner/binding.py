@@ -9,6 +9,7 @@ from ... import types as sqltypes
 from ...engine.duck import quote
 from ...errors import ProgrammingError, unsupported
 from ..plan import Col, Map, Node, cname
+from ..non_strict import non_strict
 from ..rewrites.context import Context
 from ..semantics import regexp_match_groups, typed_expression
 from ..syntax import AGG_FUNCS, output_name
@@ -67,6 +68,21 @@ class Binding:
         except ProgrammingError as e:
             raise ProgrammingError(f"in {self.obj!r}: {e}") from None
         return [sqltypes.from_duckdb(t) for _, t in described]
+
+    def compile_non_strict(self, root: Node) -> None:
+        """Give every Map of the plan its non-strict form (sql.non_strict): in a view, a value that
+        cannot be computed is NULL and counted, where a batch SELECT fails."""
+        for node in root.walk():
+            if isinstance(node, Map) and node.child is not None:
+                child = node.child
+                schema = pa.schema([pa.field(cname(i), sqltypes.arrow_type(c.type)) for i, c in enumerate(child.columns)])
+
+                def duck_types(exprs, empty=schema.empty_table()):
+                    select = ", ".join(f"{e.sql(dialect='duckdb')} AS {quote(f'o{i}')}" for i, e in enumerate(exprs))
+                    return [t for _, t in self.engine.describe(f"SELECT {select} FROM t", t=empty)]
+
+                node.non_strict = non_strict(node.exprs, node.where, duck_types,
+                                             {cname(i): c.name for i, c in enumerate(child.columns)})
 
     def type_of(self, node: Node, e: exp.Expression) -> str:
         """The SQL type of one expression over the node's columns."""

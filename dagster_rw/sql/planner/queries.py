@@ -38,6 +38,7 @@ class Queries:
         if emit_on_window_close:
             node = self.emit_on_window_close(node, query)
         self.refuse_array_keys(node)
+        self.compile_non_strict(node)
         return prune_columns(number_nodes(node))
 
     def refuse_array_keys(self, root: Node) -> None:
