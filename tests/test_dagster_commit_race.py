@@ -47,7 +47,8 @@ FLUSHER = textwrap.dedent('''
                 continue
             for statement in ("insert", "FLUSH", "insert", "barrier"):
                 if statement == "insert":
-                    for sql in (f"INSERT INTO acct VALUES ({i}, {i % 3}, {i})", f"INSERT INTO ev VALUES ({i % 4}, {i})"):
+                    for sql in (f"INSERT INTO acct VALUES ({i}, {i % 3}, {i})",
+                                f"INSERT INTO ev VALUES ({i % 4}, {i})"):
                         conn.execute(sql)
                         log.write(sql + "\\n")
                     i += 1

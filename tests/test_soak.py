@@ -7,7 +7,8 @@ process FLUSHes in a loop; a sixth ticks the barrier sensor from a Dagster insta
 the runs it requests, as the daemon would. At the end: every table holds exactly what the
 acknowledged statements give (DuckDB replays them), every view equals DuckDB's answer, every
 object is at one epoch, and no file is left under the warehouse that the log does not explain.
-The randomness is seeded (DRW_SOAK_SEED replays a run).
+The randomness is seeded (DRW_SOAK_SEED replays a run); DRW_SOAK_SECONDS makes the writers run
+for that long (several minutes, outside CI).
 """
 from __future__ import annotations
 
@@ -25,9 +26,13 @@ from oracle import Oracle, assert_same
 import dagster_rw
 
 WRITERS = 4
-STATEMENTS = 40  # per writer
-SECONDS = 30.0  # per writer, at most: each stops at whichever bound it reaches first
+# per writer, at most: each stops at whichever bound it reaches first. CI keeps the defaults (40
+# statements, 30 s); DRW_SOAK_SECONDS runs longer outside CI (then the statements are bounded by
+# the time alone unless DRW_SOAK_STATEMENTS is given too)
+SECONDS = float(os.environ.get("DRW_SOAK_SECONDS", "30"))
+STATEMENTS = int(os.environ.get("DRW_SOAK_STATEMENTS", "40" if "DRW_SOAK_SECONDS" not in os.environ else "1000000"))
 TICKS = 3  # the sensor's ticks, at least (each executes the run it requests)
+MAX_TICKS = int(200 * max(1.0, SECONDS / 30))  # the sensor's bound: it stops earlier, when told to
 SEED = int(os.environ.get("DRW_SOAK_SEED", "2611"))
 
 PROJECT = """
@@ -176,7 +181,7 @@ def _oracle(acked: list[str]) -> Oracle:
     return oracle
 
 
-@pytest.mark.timeout(300)  # bounded: about 60-90 s on two loaded cores
+@pytest.mark.timeout(max(300, int(3 * SECONDS + 180)))  # in CI about 60-90 s on two loaded cores
 def test_six_processes_lose_double_and_leave_nothing(tmp_path):
     from dagster_rw.dagster import RwProject, deploy
 
@@ -191,7 +196,7 @@ def test_six_processes_lose_double_and_leave_nothing(tmp_path):
     logs = {f"w{w}": tmp_path / f"w{w}.jsonl" for w in range(WRITERS)}
     logs |= {"flusher": tmp_path / "flusher.jsonl", "sensor": tmp_path / "sensor.jsonl"}
 
-    sensor = _spawn(script, ["sensor", warehouse, str(logs["sensor"]), str(stop), str(project), "200"],
+    sensor = _spawn(script, ["sensor", warehouse, str(logs["sensor"]), str(stop), str(project), str(MAX_TICKS)],
                     tmp_path, "sensor")
     flusher = _spawn(script, ["flusher", warehouse, str(logs["flusher"]), str(stop)], tmp_path, "flusher")
     deadline = time.monotonic() + 120
@@ -199,6 +204,7 @@ def test_six_processes_lose_double_and_leave_nothing(tmp_path):
         assert sensor.poll() is None, open(tmp_path / "sensor.stderr").read()[-3000:]
         assert time.monotonic() < deadline, "the sensor process did not start"
         time.sleep(0.1)
+    started = time.monotonic()
     writers = [_spawn(script, ["writer", warehouse, str(logs[f"w{w}"]), str(stop), str(w), str(SEED),
                                str(STATEMENTS), str(SECONDS)], tmp_path, f"w{w}") for w in range(WRITERS)]
     try:
@@ -225,7 +231,8 @@ def test_six_processes_lose_double_and_leave_nothing(tmp_path):
     flushes = _records(logs["flusher"])
     ticks = [r for r in _records(logs["sensor"]) if "tick" in r]
     runs = [run for t in ticks for run in t["runs"]]
-    summary = (f"seed {SEED}: {len(acked)} statements acknowledged, {len(refused)} refused, "
+    summary = (f"seed {SEED}, writers bounded at {SECONDS:.0f} s, ran {time.monotonic() - started:.0f} s: "
+               f"{len(acked)} statements acknowledged, {len(refused)} refused, "
                f"{sum(f['flush'] == 'ok' for f in flushes)}/{len(flushes)} FLUSHes, {len(ticks)} ticks, "
                f"{sum(r['success'] for r in runs)}/{len(runs)} runs succeeded")
     print(summary)
