@@ -58,6 +58,7 @@ class Connection:
         self.spark = spark
         self.options = options
         self.implicit_flush = False
+        self.settings: dict[str, str] = {}  # session settings SET in this connection (SHOW answers them)
         self.closed = False
 
     def _make_spark_engine(self):
@@ -463,7 +464,8 @@ class Cursor:
         self.conn.wh.flush(synced=True)  # (execute read the log a moment ago)
 
     def _do_setvar(self, s: st.SetVar):
-        if s.name in st.IMPLICIT_FLUSH_SETTINGS:  # the others the parser accepts are ignored
+        self.conn.settings[s.name] = s.value  # SHOW answers it; only the implicit flush is acted on
+        if s.name in st.IMPLICIT_FLUSH_SETTINGS:
             self.conn.implicit_flush = s.value in ("true", "on", "1", "t")
 
     def _do_show(self, s: st.Show):
@@ -488,6 +490,10 @@ class Cursor:
         if s.what == "FUNCTIONS":
             self._columns(["Name", "Arguments", "Return Type", "Language"],
                           [f.shown() for _, f in sorted(wh.functions().items())])
+            return
+        setting = s.what.lower()
+        if setting in st.SETTING_DEFAULTS:
+            self._columns([setting], [(self.conn.settings.get(setting, st.SETTING_DEFAULTS[setting]),)])
             return
         if s.what not in kinds:
             raise ProgrammingError(f"SHOW {s.what} is not supported (SHOW TABLES, SHOW MATERIALIZED VIEWS, "

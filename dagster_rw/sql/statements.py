@@ -184,15 +184,28 @@ def _words(sql: str, check_names: bool = True) -> list[str]:
 HOST_STATEMENTS = ("ATTACH", "CALL", "CHECKPOINT", "COPY", "DETACH", "EXPORT", "FORCE", "IMPORT", "INSTALL",
                    "LOAD", "PRAGMA", "RESET", "USE", "VACUUM")
 
-# SET: the settings dagster-rw acts on, and RisingWave's session settings that mean nothing here and
-# are accepted and ignored (so that RisingWave scripts run); any other name is refused.
+# SET: the settings dagster-rw acts on, and RisingWave's session settings that only tune its
+# physical plans (or mean nothing here): accepted and ignored, so that RisingWave scripts run, and
+# answered by SHOW with the value set in the session, else RisingWave's default. Any other name is
+# refused.
 IMPLICIT_FLUSH_SETTINGS = ("rw_implicit_flush", "implicit_flush")
-IGNORED_SETTINGS = frozenset({
-    "streaming_parallelism", "streaming_join_encoding", "sink_decouple", "enable_two_phase_agg",
-    "rw_force_two_phase_agg", "rw_force_split_distinct_agg", "timezone", "search_path",
-    "streaming_use_arrangement_backfill", "background_ddl", "query_mode", "rw_streaming_enable_bushy_join",
-    "streaming_enable_delta_join", "rw_enable_share_plan", "create_compaction_group_for_mv",
-})
+SETTING_DEFAULTS = {
+    "rw_implicit_flush": "false", "implicit_flush": "false",
+    "streaming_parallelism": "default", "streaming_max_parallelism": "256",
+    "streaming_join_encoding": "memory_optimized", "sink_decouple": "default",
+    "enable_two_phase_agg": "true", "rw_enable_two_phase_agg": "true", "rw_force_two_phase_agg": "false",
+    "rw_force_split_distinct_agg": "false", "timezone": "UTC", "search_path": '"$user", public',
+    "streaming_use_arrangement_backfill": "true", "streaming_use_snapshot_backfill": "false",
+    "background_ddl": "false", "query_mode": "auto",
+    "rw_streaming_enable_bushy_join": "true", "streaming_enable_bushy_join": "true",
+    "streaming_enable_delta_join": "false", "rw_streaming_enable_delta_join": "false",
+    "streaming_enable_unaligned_join": "false", "streaming_separate_consecutive_join": "false",
+    "rw_streaming_over_window_cache_policy": "full", "streaming_over_window_cache_policy": "full",
+    "rw_enable_share_plan": "true", "rw_enable_join_ordering": "true",
+    "rw_streaming_allow_jsonb_in_stream_key": "false", "create_compaction_group_for_mv": "false",
+    "streaming_force_filter_inside_join": "false", "streaming_unsafe_allow_unmaterialized_impure_expr": "false",
+}
+IGNORED_SETTINGS = frozenset(SETTING_DEFAULTS) - frozenset(IMPLICIT_FLUSH_SETTINGS)
 
 
 def parse(sql: str, check_names: bool = True) -> Statement:
