@@ -44,6 +44,17 @@ CASES = {
         ("SELECT k FROM (SELECT k, max(v) FILTER (WHERE v < 8) AS m FROM t GROUP BY k) AS x",
          "SELECT k FROM (SELECT k, MAX(CASE WHEN v < 8 THEN v END) AS m FROM t GROUP BY k) AS x"),
     ],
+    "bool_aggregates_as_counts": [
+        ("SELECT bool_or(v > 1), every(v < 3) FROM t",
+         "SELECT CASE WHEN COUNT(v > 1) > 0 THEN COUNT(CASE WHEN (v > 1) THEN 1 END) > 0 END AS bool_or, "
+         "CASE WHEN COUNT(v < 3) > 0 THEN COUNT(CASE WHEN NOT (v < 3) THEN 1 END) = 0 END AS every FROM t"),
+        ("SELECT k FROM t GROUP BY k HAVING bool_and(DISTINCT s = 'a')",
+         "SELECT k FROM t GROUP BY k HAVING CASE WHEN COUNT(s = 'a') > 0 THEN "
+         "COUNT(CASE WHEN NOT (s = 'a') THEN 1 END) = 0 END"),
+        ("SELECT k, bool_or(v > 2) FILTER (WHERE s IS NOT NULL) AS o FROM t GROUP BY k",
+         "SELECT k, CASE WHEN COUNT(CASE WHEN s IS NOT NULL THEN v > 2 END) > 0 THEN "
+         "COUNT(CASE WHEN (CASE WHEN s IS NOT NULL THEN v > 2 END) THEN 1 END) > 0 END AS o FROM t GROUP BY k"),
+    ],
     "distinct_on_as_row_number": [
         ("SELECT DISTINCT ON (k, s) k, s, id * 2 AS d FROM t",
          "SELECT _rw_d0 AS k, _rw_d1 AS s, _rw_d2 AS d FROM (SELECT k AS _rw_d0, s AS _rw_d1, id * 2 AS _rw_d2, "

@@ -109,7 +109,7 @@ _SCALARS = {
 }
 _AGGREGATES = """
     count(any) sum(numeric) avg(numeric) min(any) max(any) string_agg(text, text) array_agg(any)
-    first_value(any) last_value(any) bool_and(boolean) bool_or(boolean) stddev(numeric)
+    first_value(any) last_value(any) bool_and(boolean) bool_or(boolean) every(boolean) stddev(numeric)
     stddev_samp(numeric) stddev_pop(numeric) variance(numeric) var_samp(numeric) var_pop(numeric)
 """
 _WINDOWS = """

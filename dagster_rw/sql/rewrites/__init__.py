@@ -16,6 +16,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from .aggregate_filters import aggregate_filters_as_case
+from .bool_aggregates import bool_aggregates_as_counts
 from .cte_column_lists import cte_column_lists_as_aliases
 from .distinct_on import distinct_on_as_row_number
 from .having_subqueries import having_subqueries_as_where
@@ -25,6 +26,7 @@ from .set_operations import corresponding_as_select_lists, set_difference_as_gro
 
 RULES = (
     aggregate_filters_as_case,      # agg(x) FILTER (WHERE c)     -> agg(CASE WHEN c THEN x END)
+    bool_aggregates_as_counts,      # bool_and(x) / bool_or(x)    -> counts of false / true values of x
     distinct_on_as_row_number,      # SELECT DISTINCT ON (k) ...  -> row_number() OVER (PARTITION BY k ...) = 1
     cte_column_lists_as_aliases,    # WITH r (a, b) AS (q)        -> WITH r AS (SELECT * FROM (q) AS r (a, b))
     corresponding_as_select_lists,  # UNION CORRESPONDING         -> UNION of the columns picked by name
