@@ -4,8 +4,9 @@ instance configured by the repository's dagster.yaml, over a warehouse in a temp
 
 It loads the asset group's graph, an asset page and a run's page, reads what is shown (the assets'
 names, the epoch in the Metadata section, the declared freshness policy, the plots behind the
-Table/Plots toggle, a segment per object inside the run's one step) and takes a screenshot of the
-plots: docs/images/asset-metadata.png is written when it is missing or when
+Table/Plots toggle, a segment per object inside the run's one step), clicks a failing check's
+"Execute" (the run the daemon then launches evaluates that check alone on the committed data) and
+takes a screenshot of the plots: docs/images/asset-metadata.png is written when it is missing or when
 DAGSTER_RW_UPDATE_SCREENSHOTS=1 (else the screenshot stays in the test's tmp folder).
 Skipped, with the reason, where Chromium is not installed or cannot start.
 """
@@ -134,7 +135,11 @@ def deployment(tmp_path_factory):
             for i in range(3):
                 assert dg.materialize(assets, selection=some, resources={"rw": resource}, instance=instance).success
                 feeder.execute(f"INSERT INTO items VALUES ({i + 1}, 'item{i}', {2.5 + i})")
-                feeder.execute(f"INSERT INTO orders VALUES ({100 + i}, {i + 1}, 'ann', {i + 1}, now())")
+                # order 101's quantity of 0 is outside the declared 1..1000; the epoch that sets it
+                # right is sealed last and never applied: orders' committed data keeps the bad row
+                feeder.execute(f"INSERT INTO orders VALUES ({100 + i}, {i + 1}, 'ann', {0 if i == 1 else i + 1}, now())")
+                if i == 2:
+                    feeder.execute("UPDATE orders SET quantity = 5 WHERE id = 101")
                 feeder.barrier()
             feeder.wh.sync()
             epochs = {r["name"]: r["epoch"] for r in feeder.status()}
@@ -157,7 +162,8 @@ def deployment(tmp_path_factory):
                 pass
             time.sleep(0.5)
         browser = Browser(tmp / "chromium")
-        yield {"url": f"http://127.0.0.1:{port}", "browser": browser, "epochs": epochs, "tmp": tmp}
+        yield {"url": f"http://127.0.0.1:{port}", "browser": browser, "epochs": epochs, "tmp": tmp, "home": home,
+               "warehouse": warehouse}
     finally:
         if browser is not None:
             browser.close()
@@ -232,3 +238,50 @@ def test_a_run_timeline_shows_each_object_inside_the_step(deployment):
         f" return {json.dumps(wanted)}.every(w => tips.includes(w)) && tips; }})()",
         "the run's timeline drew no segment per object")
     assert not any(t.startswith("shop_rw_assets:check ") for t in tips)  # this run selected no checks
+
+
+BETWEEN = dg.AssetCheckKey(dg.AssetKey("orders"), "expect_column_values_to_be_between__quantity")
+
+
+def test_executing_a_failing_check_from_its_page_keeps_it_failed(deployment):
+    """The check's "Execute" button launches a run of that check alone (the UI's launchPipelineExecution,
+    queued, dequeued by the daemon, run in a worker process): it evaluates the committed data, where
+    order 101 has a quantity of 0, reports Failed naming the row, and materializes nothing; the epoch
+    sealed after it, which sets the quantity right, stays unapplied."""
+    b, url = deployment["browser"], deployment["url"]
+    b.open(f"{url}/assets/orders?view=checks&checkDetail={BETWEEN.name}")
+    execute = ("[...document.querySelectorAll('button')].find(e => e.innerText.trim() === 'Execute'"
+               " && !e.disabled)")
+    b.wait_for(f"!!{execute}", "the check's page showed no Execute button")
+    with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(deployment["home"]))) as instance:
+        before = {r.run_id for r in instance.get_runs()}
+        b.js(f"{execute}.click()")
+        deadline = time.monotonic() + 180
+        while True:  # the run is queued, then the daemon starts a worker process for it
+            runs = [r for r in instance.get_runs() if r.run_id not in before]
+            if runs and runs[0].is_finished:
+                break
+            assert time.monotonic() < deadline, f"the check's run did not finish: {runs}"
+            time.sleep(0.5)
+        (run,) = runs
+        assert not run.asset_selection and run.asset_check_selection == {BETWEEN}, run
+        events = [e for e in instance.all_logs(run.run_id) if e.dagster_event is not None]
+        evaluations = [e.dagster_event.event_specific_data for e in events
+                       if e.dagster_event.event_type_value == "ASSET_CHECK_EVALUATION"]
+        assert [(ev.asset_check_key, ev.passed) for ev in evaluations] == [(BETWEEN, False)]
+        assert not [e for e in events if e.dagster_event.event_type_value == "ASSET_MATERIALIZATION"]
+        assert not any("did not yield or return expected outputs" in (e.message or "")
+                       for e in instance.all_logs(run.run_id))
+        (record,) = instance.event_log_storage.get_asset_check_execution_history(BETWEEN, limit=1)
+        assert record.run_id == run.run_id and record.status.value == "FAILED"
+    with dagster_rw.connect(deployment["warehouse"]) as conn:
+        assert {r["name"]: r["epoch"] for r in conn.status()}["orders"] == deployment["epochs"]["orders"]
+    # what the user sees once the page refreshes: the check Failed, naming the order by its key; the
+    # checks not selected were not evaluated
+    b.open(f"{url}/assets/orders?view=checks&checkDetail={BETWEEN.name}")
+    shown = b.wait_for("(() => { const t = document.body ? document.body.innerText : '';"
+                       " return t.includes('Evaluation result') && t.includes('id = 101') && t; })()",
+                       "the check's page did not show its evaluation on order 101")
+    assert f"{BETWEEN.name}\nFailed" in shown and "Evaluation result\nFailed" in shown
+    assert "1 of 2 rows unexpected, e.g. id = 101" in shown
+    assert "key_unique_not_null\nNot Evaluated" in shown and "Skipped" not in shown
