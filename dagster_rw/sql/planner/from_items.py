@@ -7,12 +7,32 @@ from sqlglot import exp
 from ... import types as sqltypes
 from ...errors import ProgrammingError
 from ..plan import Col, DynamicFilter, Node, Scan
-from .scope import Entry, OneRowSide, Scope, resolves
+from .scope import AliasOnly, Entry, OneRowSide, Scope, resolves
 from .subqueries import at_most_one_row
 
 
 class FromItems:
     """Planner methods that plan FROM: its items and the joins of comma-separated ones."""
+
+    def natural_as_using(self, left, j: exp.Join, side: str):
+        """A NATURAL join as the join USING the columns both sides have by name (PostgreSQL's
+        meaning), with the right side planned; (None, right) when they have none in common (a
+        cross join). NATURAL RIGHT / FULL joins are refused: their merged columns take the value
+        of either side, which USING here does not."""
+        if side in ("RIGHT", "FULL"):
+            raise self.refuse(f"NATURAL {side} JOIN", j)
+        right = self.plan_item(j.this)
+        names = [e.name for e in left[1].entries if not isinstance(e, AliasOnly) and not e.name.startswith("_rw_")]
+        theirs = {e.name for e in right[1].entries if not e.name.startswith("_rw_")}
+        common = list(dict.fromkeys(n for n in names if n in theirs))
+        if not common:
+            if side:
+                raise self.refuse(f"NATURAL {side} JOIN without a column in common", j)
+            return None, right
+        using = j.copy()
+        using.set("method", None)
+        using.set("using", [exp.to_identifier(n) for n in common])
+        return using, right
 
     def plan_from(self, q: exp.Select, conjuncts: list, late: list | tuple = ()) -> tuple[Node, Scope, list]:
         groups: list[tuple[Node, Scope]] = []
@@ -20,6 +40,14 @@ class FromItems:
         for j in q.args.get("joins") or []:
             kind = (j.args.get("kind") or "").upper()
             side = (j.args.get("side") or "").upper()
+            if (j.args.get("method") or "").upper() == "NATURAL":
+                j, right = self.natural_as_using(current, j, side)
+                if j is None:  # no column in common: a cross join
+                    groups.append(current)
+                    current = right
+                    continue
+                current = self.join_explicit(current, right, j, side or "INNER")
+                continue
             if j.args.get("method"):
                 raise self.refuse(f"{j.args['method']} joins", j)
             if kind in ("SEMI", "ANTI"):

@@ -1,0 +1,71 @@
+"""NATURAL joins: the join USING every column both sides have by name (PostgreSQL's meaning), and a
+cross join (with the WHERE's equalities as keys) when they have none; equal to DuckDB's answer
+over the same base data on both paths. NATURAL RIGHT / FULL joins are refused by name."""
+from __future__ import annotations
+
+import pytest
+from oracle import Oracle, assert_same
+from test_differential import SCHEMA, _values, _workload_test
+
+import dagster_rw
+
+NATURAL_JOINS = {
+    "natural_inner": "SELECT id, k, v, s FROM t1 NATURAL JOIN t3",            # USING (k, v)
+    "natural_left": "SELECT t1.id, k, t2.w, t2.d FROM t1 NATURAL LEFT JOIN t2",  # USING (id, k)
+    "natural_agg": "SELECT k, count(*) AS n, sum(w) AS sw FROM t1 NATURAL JOIN t2 GROUP BY k",
+    "natural_chain": "SELECT id, k, v FROM t1 NATURAL JOIN t3 NATURAL JOIN (SELECT k, w FROM t2) AS x",
+    # nothing in common: a cross join, keyed by the WHERE's equality (DuckDB wants CROSS JOIN)
+    "natural_no_common": ("SELECT t1.id, x.y FROM t1 NATURAL JOIN (SELECT k AS y FROM t3) AS x WHERE t1.k = x.y",
+                          "SELECT t1.id, x.y FROM t1 CROSS JOIN (SELECT k AS y FROM t3) AS x WHERE t1.k = x.y"),
+}
+
+test_natural_join_views_match_duckdb = _workload_test(NATURAL_JOINS)
+
+
+@pytest.mark.parametrize("sql, construct", [
+    ("SELECT id FROM t1 NATURAL FULL JOIN t3", "NATURAL FULL JOIN"),
+    ("SELECT id FROM t1 NATURAL RIGHT JOIN t3", "NATURAL RIGHT JOIN"),
+    ("SELECT t1.id FROM t1 NATURAL LEFT JOIN (SELECT w FROM t2) x", "NATURAL LEFT JOIN without a column in common"),
+])
+def test_natural_joins_the_engine_cannot_keep_are_refused_by_name(conn, sql, construct):
+    for ddl in SCHEMA:
+        conn.execute(ddl)
+    with pytest.raises(dagster_rw.Error, match=construct):
+        conn.execute(f"CREATE MATERIALIZED VIEW v AS {sql}")
+
+
+STEPS = [
+    ("t1", [(1, 1, 5, "a"), (2, 1, 7, "b"), (3, 2, None, None), (4, 3, 2, "c")]),
+    ("t2", [(1, 1, 3, "1.50"), (2, 2, 9, "2.25"), (4, 3, 1, None)]),
+    ("t3", [(1, 5), (3, 2), (2, 9)]),
+    ("sql", "UPDATE t1 SET v = 9, k = 2 WHERE id = 1"),
+    ("sql", "DELETE FROM t2 WHERE id = 2"),
+    ("t1", [(5, 3, 2, "a")]),
+]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("engine", ["spark", "duckdb"])
+def test_natural_joins_on_both_paths_match_duckdb(tmp_path, spark, engine):
+    conn = dagster_rw.connect(str(tmp_path / engine), spark=spark, engine=engine)
+    oracle = Oracle()
+    for ddl in SCHEMA:
+        conn.execute(ddl)
+        oracle.execute(ddl)
+    for name, q in NATURAL_JOINS.items():
+        q, oracle_q = (q, q) if isinstance(q, str) else q
+        conn.execute(f"CREATE MATERIALIZED VIEW {name} AS {q}")
+        oracle.execute(f"CREATE VIEW {name} AS {oracle_q}")
+    for i, (what, arg) in enumerate(STEPS):
+        if what == "sql":
+            conn.execute(arg)
+            oracle.execute(arg)
+        else:
+            conn.execute(f"INSERT INTO {what} VALUES {_values(arg)}")
+            oracle.upsert(what, _values(arg))
+        if i in (2, len(STEPS) - 1):
+            conn.execute("FLUSH")
+            for name in NATURAL_JOINS:
+                assert_same(conn.execute(f"SELECT * FROM {name}").fetchall(),
+                            oracle.rows(f"SELECT * FROM {name}"), f"{name} ({engine})")
+    assert {s["engine"] for s in conn.status()} == {engine}
