@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from ... import types as sqltypes
 from ...errors import ProgrammingError
 from ..plan import (
     Col,
@@ -146,7 +147,9 @@ class Joins:
         lexprs, rexprs, rest = [], [], []
         for c in conjuncts:
             sides = None
-            if isinstance(c, exp.EQ) and not (isinstance(c.this, exp.Column) and isinstance(c.expression, exp.Column)):
+            null_safe = isinstance(c, exp.NullSafeEQ)
+            if null_safe or (isinstance(c, exp.EQ) and not (
+                    isinstance(c.this, exp.Column) and isinstance(c.expression, exp.Column))):
                 a, b = c.this, c.expression
                 if resolves(self, a, lscope) and resolves(self, b, rscope):
                     sides = (a, b)
@@ -155,14 +158,32 @@ class Joins:
             if sides is None:
                 rest.append(c)
                 continue
-            lexprs.append(self.bind(sides[0], lscope))
-            rexprs.append(self.bind(sides[1], rscope))
+            left, right = self.bind(sides[0], lscope), self.bind(sides[1], rscope)
+            if null_safe:
+                # a IS NOT DISTINCT FROM b: keys (a IS NULL, b IS NULL) and both with NULL as one value
+                lexprs.append(exp.Is(this=left.copy(), expression=exp.Null()))
+                rexprs.append(exp.Is(this=right.copy(), expression=exp.Null()))
+                left, right = (self.null_as_value(n, e, c) for n, e in ((lnode, left), (rnode, right)))
+            lexprs.append(left)
+            rexprs.append(right)
         if not lexprs:
             return lnode, rnode, [], conjuncts
         nl, nr = len(lnode.columns), len(rnode.columns)
         lnode = self.with_columns(lnode, lexprs)
         rnode = self.with_columns(rnode, rexprs)
         return lnode, rnode, [(nl + i, nr + i) for i in range(len(lexprs))], rest
+
+    def null_as_value(self, node: Node, e: exp.Expression, where: exp.Expression) -> exp.Expression:
+        """`e` (over the node's columns) with NULL replaced by a value of its type: as a join key
+        beside `e IS NULL`, two rows match when both are NULL or both equal."""
+        t = self.type_of(node, e)
+        families = (("interval", "0 seconds"), ("int", "0"), ("numeric", "0"), ("real", "0"), ("double", "0"),
+                    ("char", ""), ("text", ""), ("bool", "false"), ("timestamp", "1970-01-01 00:00:00"),
+                    ("date", "1970-01-01"), ("time", "00:00:00"), ("bytea", ""))
+        value = next((v for family, v in families if family in t), None)
+        if value is None or t.endswith("[]"):
+            raise self.refuse(f"IS NOT DISTINCT FROM between {t} values as a join key", where)
+        return exp.Coalesce(this=e, expressions=[exp.cast(exp.Literal.string(value), sqltypes.duckdb_type(t))])
 
     def split_condition(self, conjuncts, lscope: Scope, rscope: Scope, both: Scope, nleft: int):
         """Equality conjuncts between a left column and a right column become join keys; conjuncts over

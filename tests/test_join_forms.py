@@ -1,6 +1,8 @@
-"""NATURAL joins: the join USING every column both sides have by name (PostgreSQL's meaning), and a
-cross join (with the WHERE's equalities as keys) when they have none; equal to DuckDB's answer
-over the same base data on both paths. NATURAL RIGHT / FULL joins are refused by name."""
+"""Join forms, equal to DuckDB's answer over the same base data on both paths.
+
+NATURAL joins: the join USING every column both sides have by name (PostgreSQL's meaning), and a
+cross join (with the WHERE's equalities as keys) when they have none; NATURAL RIGHT / FULL joins
+are refused by name. IS NOT DISTINCT FROM as a join key: NULL matches NULL."""
 from __future__ import annotations
 
 import pytest
@@ -17,17 +19,26 @@ NATURAL_JOINS = {
     # nothing in common: a cross join, keyed by the WHERE's equality (DuckDB wants CROSS JOIN)
     "natural_no_common": ("SELECT t1.id, x.y FROM t1 NATURAL JOIN (SELECT k AS y FROM t3) AS x WHERE t1.k = x.y",
                           "SELECT t1.id, x.y FROM t1 CROSS JOIN (SELECT k AS y FROM t3) AS x WHERE t1.k = x.y"),
+    # NULL keys match: v of t1 against v of t3 and w of t2, NULL on many rows
+    "null_safe_inner": "SELECT t1.id, t3.k AS k3 FROM t1 JOIN t3 ON t1.v IS NOT DISTINCT FROM t3.v",
+    "null_safe_left_two_keys": "SELECT t1.id, t2.id AS id2 FROM t1 LEFT JOIN t2 ON t1.k IS NOT DISTINCT FROM t2.k "
+                               "AND t1.v IS NOT DISTINCT FROM t2.w",
+    "null_safe_where_expr": "SELECT t1.id, t2.d FROM t1, t2 WHERE t1.v + 1 IS NOT DISTINCT FROM t2.w",
+    "null_safe_strings_agg": "SELECT t1.s, count(*) AS n FROM t1 JOIN t1 AS u ON t1.s IS NOT DISTINCT FROM u.s "
+                             "GROUP BY t1.s",
 }
 
-test_natural_join_views_match_duckdb = _workload_test(NATURAL_JOINS)
+test_natural_and_null_safe_join_views_match_duckdb = _workload_test(NATURAL_JOINS)
 
 
 @pytest.mark.parametrize("sql, construct", [
     ("SELECT id FROM t1 NATURAL FULL JOIN t3", "NATURAL FULL JOIN"),
     ("SELECT id FROM t1 NATURAL RIGHT JOIN t3", "NATURAL RIGHT JOIN"),
     ("SELECT t1.id FROM t1 NATURAL LEFT JOIN (SELECT w FROM t2) x", "NATURAL LEFT JOIN without a column in common"),
+    ("SELECT a.id FROM t1 a JOIN (SELECT id, ARRAY[k] AS ks FROM t1) b ON ARRAY[a.k] IS NOT DISTINCT FROM b.ks",
+     "IS NOT DISTINCT FROM between integer\\[\\] values"),
 ])
-def test_natural_joins_the_engine_cannot_keep_are_refused_by_name(conn, sql, construct):
+def test_join_forms_the_engine_cannot_keep_are_refused_by_name(conn, sql, construct):
     for ddl in SCHEMA:
         conn.execute(ddl)
     with pytest.raises(dagster_rw.Error, match=construct):
@@ -40,13 +51,14 @@ STEPS = [
     ("t3", [(1, 5), (3, 2), (2, 9)]),
     ("sql", "UPDATE t1 SET v = 9, k = 2 WHERE id = 1"),
     ("sql", "DELETE FROM t2 WHERE id = 2"),
-    ("t1", [(5, 3, 2, "a")]),
+    ("t1", [(5, 3, 2, "a"), (6, None, None, None), (7, 2, None, "b")]),
+    ("t3", [(4, None)]),
 ]
 
 
 @pytest.mark.spark
 @pytest.mark.parametrize("engine", ["spark", "duckdb"])
-def test_natural_joins_on_both_paths_match_duckdb(tmp_path, spark, engine):
+def test_join_forms_on_both_paths_match_duckdb(tmp_path, spark, engine):
     conn = dagster_rw.connect(str(tmp_path / engine), spark=spark, engine=engine)
     oracle = Oracle()
     for ddl in SCHEMA:
