@@ -465,3 +465,37 @@ def test_concurrent_flushes_succeed_without_caller_retries(tmp_path, s3_server, 
     assert [r[0] for r in conn.execute("SELECT id FROM t ORDER BY id").fetchall()] == ids
     assert sorted(conn.execute("SELECT * FROM per_writer").fetchall()) == [(w, count) for w in range(writers)]
     assert conn.execute("SELECT * FROM total").fetchall() == [(len(ids), sum(ids))]
+
+
+def test_an_update_whose_staged_batch_another_flush_collects_meanwhile_reads_again(tmp_path):
+    """An UPDATE has listed a staged batch as not yet applied when another connection's FLUSHes
+    apply it and delete its file: the UPDATE reads the log again and finds the rows committed
+    (it used to be refused: 'a file the warehouse lists is missing', found by the soak)."""
+    warehouse = str(tmp_path / "wh")
+    a = dagster_rw.connect(warehouse)
+    b = dagster_rw.connect(warehouse)
+    a.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+    a.execute("INSERT INTO t VALUES (1, 1)")
+    a.execute("FLUSH")
+    a.execute("INSERT INTO t VALUES (2, 2)")  # staged, not yet sealed
+    real = epochs_mod.unsealed_batches
+    collected = []
+
+    def racing(store, table):
+        keys = real(store, table)
+        if store is a.wh.store and keys and not collected:
+            for i in range(200):  # until a checkpoint deletes the applied batch's file
+                if not a.wh.store.exists(keys[0]):
+                    break
+                b.execute(f"INSERT INTO t VALUES ({100 + i}, 0)")
+                b.execute("FLUSH")
+            collected.append(100 + i)
+            assert not a.wh.store.exists(keys[0])
+        return keys
+
+    with mock.patch.object(epochs_mod, "unsealed_batches", racing):
+        a.execute("UPDATE t SET v = v + 10 WHERE id = 2")
+    assert collected
+    a.execute("FLUSH")
+    rows = sorted(a.execute("SELECT * FROM t").fetchall())
+    assert rows == [(1, 1), (2, 12)] + [(k, 0) for k in range(100, collected[0])]

@@ -236,6 +236,8 @@ def test_six_processes_lose_double_and_leave_nothing(tmp_path):
                f"{sum(f['flush'] == 'ok' for f in flushes)}/{len(flushes)} FLUSHes, {len(ticks)} ticks, "
                f"{sum(r['success'] for r in runs)}/{len(runs)} runs succeeded")
     print(summary)
+    for r in refused:  # what a writer was refused, and why (each a dagster_rw error, asserted below)
+        print(f"refused: {r['sql'][:80]} -> {r['error']}: {r['message'][:200]}")
     # whatever failed did so with a dagster_rw error, and a statement refused changed nothing
     assert all(r["rw_error"] for r in refused + [f for f in flushes if f["flush"] != "ok"]), \
         [r for r in refused + flushes if not r.get("rw_error", True)][:3]

@@ -503,6 +503,15 @@ class Warehouse:
     def pending_rows(self, table: str, engine=None):
         """The table as the next barrier will make it: committed rows plus DML accepted since (an
         Arrow table in-process; on Spark, a relation the executors compute)."""
+        try:
+            return self._pending_rows(table, engine)
+        except FileNotFoundError:
+            # a staged batch this process took for unapplied was applied by another process's FLUSH
+            # and collected meanwhile: its rows are committed now; read the log again, once
+            self.sync()
+            return self._pending_rows(table, engine)
+
+    def _pending_rows(self, table: str, engine=None):
         engine = engine or self.engine
         obj = self.get(table)
         m = self.manifest(table)
