@@ -6,8 +6,8 @@ are refused by name. IS NOT DISTINCT FROM as a join key: NULL matches NULL."""
 from __future__ import annotations
 
 import pytest
-from oracle import Oracle, assert_same
-from test_differential import SCHEMA, _values, _workload_test
+from both_paths import run_on
+from test_differential import SCHEMA, _workload_test
 
 import dagster_rw
 
@@ -45,39 +45,7 @@ def test_join_forms_the_engine_cannot_keep_are_refused_by_name(conn, sql, constr
         conn.execute(f"CREATE MATERIALIZED VIEW v AS {sql}")
 
 
-STEPS = [
-    ("t1", [(1, 1, 5, "a"), (2, 1, 7, "b"), (3, 2, None, None), (4, 3, 2, "c")]),
-    ("t2", [(1, 1, 3, "1.50"), (2, 2, 9, "2.25"), (4, 3, 1, None)]),
-    ("t3", [(1, 5), (3, 2), (2, 9)]),
-    ("sql", "UPDATE t1 SET v = 9, k = 2 WHERE id = 1"),
-    ("sql", "DELETE FROM t2 WHERE id = 2"),
-    ("t1", [(5, 3, 2, "a"), (6, None, None, None), (7, 2, None, "b")]),
-    ("t3", [(4, None)]),
-]
-
-
 @pytest.mark.spark
 @pytest.mark.parametrize("engine", ["spark", "duckdb"])
 def test_join_forms_on_both_paths_match_duckdb(tmp_path, spark, engine):
-    conn = dagster_rw.connect(str(tmp_path / engine), spark=spark, engine=engine)
-    oracle = Oracle()
-    for ddl in SCHEMA:
-        conn.execute(ddl)
-        oracle.execute(ddl)
-    for name, q in NATURAL_JOINS.items():
-        q, oracle_q = (q, q) if isinstance(q, str) else q
-        conn.execute(f"CREATE MATERIALIZED VIEW {name} AS {q}")
-        oracle.execute(f"CREATE VIEW {name} AS {oracle_q}")
-    for i, (what, arg) in enumerate(STEPS):
-        if what == "sql":
-            conn.execute(arg)
-            oracle.execute(arg)
-        else:
-            conn.execute(f"INSERT INTO {what} VALUES {_values(arg)}")
-            oracle.upsert(what, _values(arg))
-        if i in (2, len(STEPS) - 1):
-            conn.execute("FLUSH")
-            for name in NATURAL_JOINS:
-                assert_same(conn.execute(f"SELECT * FROM {name}").fetchall(),
-                            oracle.rows(f"SELECT * FROM {name}"), f"{name} ({engine})")
-    assert {s["engine"] for s in conn.status()} == {engine}
+    run_on(str(tmp_path / engine), spark, engine, NATURAL_JOINS)

@@ -75,6 +75,12 @@ CASES = {
          'UNION ALL SELECT "_rw_b"."k", "_rw_b"."v" FROM (SELECT k, w AS v FROM u) AS _rw_b'),
     ],
     "set_difference_as_group_by": [
+        ("SELECT k, v FROM t1 INTERSECT ALL SELECT k, v FROM t3",
+         'SELECT "k", "v" FROM (SELECT "k", "v", GENERATE_SERIES(1, _rw_n) AS _rw_i FROM (SELECT "k", "v", '
+         'CAST(LEAST(SUM(_rw_l), SUM(_rw_r)) AS INT) AS _rw_n FROM (SELECT "_rw_a"."k" AS "k", "_rw_a"."v" AS "v", '
+         '1 AS _rw_l, 0 AS _rw_r FROM (SELECT k, v FROM t1) AS _rw_a UNION ALL SELECT "_rw_b"."k" AS "k", '
+         '"_rw_b"."v" AS "v", 0 AS _rw_l, 1 AS _rw_r FROM (SELECT k, v FROM t3) AS _rw_b) AS _rw_set GROUP BY "k", "v" '
+         'HAVING LEAST(SUM(_rw_l), SUM(_rw_r)) > 0) AS _rw_counts) AS _rw_copies'),
         ("SELECT k, v % 3 AS m FROM t1 INTERSECT SELECT k, w % 3 FROM u",
          'SELECT "k", "m" FROM (SELECT "_rw_a"."k" AS "k", "_rw_a"."m" AS "m", 1 AS _rw_l, 0 AS _rw_r FROM '
          '(SELECT k, v % 3 AS m FROM t1) AS _rw_a UNION ALL SELECT "_rw_b"."k" AS "k", "_rw_b"."?column?" AS "m", '
@@ -118,7 +124,7 @@ REFUSED = {
         ("SELECT k, v FROM t1 UNION CORRESPONDING BY (w) SELECT k, w FROM u", "is not an output column of both"),
     ],
     "set_difference_as_group_by": [
-        ("SELECT k FROM t1 EXCEPT ALL SELECT k FROM t3", "EXCEPT ALL"),
+        ("SELECT k FROM t1 EXCEPT ALL SELECT k FROM t3 ORDER BY k LIMIT 1", "ORDER BY / LIMIT on EXCEPT ALL"),
         ("SELECT k, v FROM t1 INTERSECT SELECT k FROM t3", "same number of columns"),
     ],
     "having_subqueries_as_where": [

@@ -2,6 +2,7 @@
 select lists, EXCEPT and INTERSECT as a count per distinct row of each side."""
 from __future__ import annotations
 
+import sqlglot
 from sqlglot import exp
 
 from ...errors import ProgrammingError
@@ -74,7 +75,9 @@ def set_difference_as_group_by(query: exp.Expression, context) -> exp.Expression
     """EXCEPT / INTERSECT (set semantics) as a count per distinct row of how many rows each side
     holds: `GROUP BY` every column over `UNION ALL` of the two sides, each row tagged with its side,
     `HAVING` the left count positive and the right count zero (EXCEPT) or positive (INTERSECT).
-    EXCEPT ALL, INTERSECT ALL and ORDER BY / LIMIT on them are refused.
+    With ALL, a row is kept as many times as the left count exceeds the right one (EXCEPT ALL) or
+    as the lesser count (INTERSECT ALL), by a series over that number (_copies). ORDER BY / LIMIT
+    on them are refused.
 
         SELECT k FROM t1 EXCEPT SELECT k FROM t3
         -> SELECT "k" FROM (SELECT "_rw_a"."k" AS "k", 1 AS _rw_l, 0 AS _rw_r FROM (SELECT k FROM t1) AS _rw_a
@@ -84,10 +87,9 @@ def set_difference_as_group_by(query: exp.Expression, context) -> exp.Expression
     if not isinstance(query, (exp.Except, exp.Intersect)):
         return query
     what = type(query).__name__.upper()
-    if not query.args.get("distinct"):
-        raise context.refuse(f"{what} ALL", query)
+    every = not query.args.get("distinct")  # EXCEPT ALL / INTERSECT ALL
     if query.args.get("order") or query.args.get("limit") or query.args.get("offset"):
-        raise context.refuse(f"ORDER BY / LIMIT on {what}", query)
+        raise context.refuse(f"ORDER BY / LIMIT on {what}{' ALL' if every else ''}", query)
 
     left, right = _names(context, query, query.this), _names(context, query, query.expression)
     if len(left) != len(right):
@@ -103,9 +105,24 @@ def set_difference_as_group_by(query: exp.Expression, context) -> exp.Expression
     both = exp.union(tagged(query.this, left, "_rw_a", 1), tagged(query.expression, right, "_rw_b", 0),
                      distinct=False)
     keys = [exp.column(n, quoted=True) for n in left]
+    if every:
+        return _keep_with(_copies(both, keys, what), query)
     right_count = exp.Sum(this=exp.column("_rw_r"))
     keep = exp.and_(exp.GT(this=exp.Sum(this=exp.column("_rw_l")), expression=exp.Literal.number(0)),
                     exp.EQ(this=right_count, expression=exp.Literal.number(0)) if what == "EXCEPT"
                     else exp.GT(this=right_count, expression=exp.Literal.number(0)))
     out = exp.select(*keys).from_(derived(both, "_rw_set")).group_by(*[k.copy() for k in keys]).having(keep)
     return _keep_with(out, query)
+
+
+def _copies(both: exp.Expression, keys: list[exp.Expression], what: str) -> exp.Select:
+    """Each distinct row of the tagged union as many times as EXCEPT ALL / INTERSECT ALL keep it:
+    the left count minus the right count, or the lesser count, when positive."""
+    lc, rc = exp.Sum(this=exp.column("_rw_l")), exp.Sum(this=exp.column("_rw_r"))
+    n = exp.Sub(this=lc, expression=rc) if what == "EXCEPT" else exp.Least(this=lc, expressions=[rc])
+    counts = exp.select(*[k.copy() for k in keys], exp.cast(n.copy(), "INT").as_("_rw_n")) \
+        .from_(derived(both, "_rw_set")).group_by(*[k.copy() for k in keys]) \
+        .having(exp.GT(this=n, expression=exp.Literal.number(0)))
+    series = sqlglot.parse_one("SELECT generate_series(1, _rw_n)", read="postgres").expressions[0]
+    expanded = exp.select(*[k.copy() for k in keys], series.as_("_rw_i")).from_(derived(counts, "_rw_counts"))
+    return exp.select(*[k.copy() for k in keys]).from_(derived(expanded, "_rw_copies"))

@@ -1,0 +1,50 @@
+"""A fixed workload over test_differential's schema on one path (in-process or Spark), its views
+compared with DuckDB's answer after chosen steps: for the features tested on both paths."""
+from __future__ import annotations
+
+from oracle import Oracle, assert_same
+from test_differential import SCHEMA, _values
+
+import dagster_rw
+
+STEPS = [
+    ("t1", [(1, 1, 5, "a"), (2, 1, 7, "b"), (3, 2, None, None), (4, 3, 2, "c")]),
+    ("t2", [(1, 1, 3, "1.50"), (2, 2, 9, "2.25"), (4, 3, 1, None)]),
+    ("t3", [(1, 5), (3, 2), (2, 9), (1, 5)]),
+    ("sql", "UPDATE t1 SET v = 9, k = 2 WHERE id = 1"),
+    ("sql", "DELETE FROM t2 WHERE id = 2"),
+    ("t1", [(5, 3, 2, "a"), (6, None, None, None), (7, 2, None, "b")]),
+    ("t3", [(4, None), (3, 2)]),
+    ("sql", "DELETE FROM t1 WHERE v > 8"),
+]
+FLUSH_AFTER = (2, 4, len(STEPS) - 1)
+
+
+def run_on(path: str, spark, engine: str, views: dict) -> None:
+    """Every view (query, or (query, DuckDB's query)) equals DuckDB's answer at each flush, and
+    every object ran on `engine`."""
+    conn = dagster_rw.connect(path, spark=spark, engine=engine)
+    oracle = Oracle()
+    for ddl in SCHEMA:
+        conn.execute(ddl)
+        oracle.execute(ddl)
+    for name, q in views.items():
+        q, oracle_q = (q, q) if isinstance(q, str) else q
+        conn.execute(f"CREATE MATERIALIZED VIEW {name} AS {q}")
+        oracle.execute(f"CREATE VIEW {name} AS {oracle_q}")
+    for i, (what, arg) in enumerate(STEPS):
+        if what == "sql":
+            conn.execute(arg)
+            oracle.execute(arg)
+        elif what == "t3":  # no primary key: every row is inserted
+            conn.execute(f"INSERT INTO {what} VALUES {_values(arg)}")
+            oracle.execute(f"INSERT INTO {what} VALUES {_values(arg)}")
+        else:
+            conn.execute(f"INSERT INTO {what} VALUES {_values(arg)}")
+            oracle.upsert(what, _values(arg))
+        if i in FLUSH_AFTER:
+            conn.execute("FLUSH")
+            for name in views:
+                assert_same(conn.execute(f"SELECT * FROM {name}").fetchall(),
+                            oracle.rows(f"SELECT * FROM {name}"), f"{name} ({engine})")
+    assert {s["engine"] for s in conn.status()} == {engine}
