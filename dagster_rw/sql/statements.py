@@ -302,8 +302,10 @@ def _parse_create(sql: str, words: list[str]) -> Statement:
             body = sql[:toks[-4].start].rstrip()
         tree = _parse(body)
         target, query = tree.this, tree.expression
+        if isinstance(query, exp.Values):
+            query = values_as_select(sql, query)
         if not isinstance(query, (exp.Select, exp.Union, exp.Except, exp.Intersect, exp.Subquery)):
-            raise unsupported("CREATE MATERIALIZED VIEW without AS SELECT", sql, tree)
+            raise unsupported("CREATE MATERIALIZED VIEW without AS SELECT or VALUES", sql, tree)
         if isinstance(target, exp.Schema):
             # CREATE MATERIALIZED VIEW v (a, b) AS ...: name the outputs
             names = [i.name for i in target.expressions]
@@ -519,6 +521,21 @@ def _parse_insert(sql: str, tree: exp.Insert) -> Insert:
     if tree.args.get("returning") or tree.args.get("conflict"):
         raise unsupported("INSERT ... ON CONFLICT / RETURNING", sql, tree)
     return Insert(sql, table=target.name, columns=cols, source=tree.expression)
+
+
+def values_as_select(sql: str, values: exp.Values) -> exp.Expression:
+    """`VALUES (a, b), (c, d)` as `SELECT a AS column1, b AS column2 UNION ALL SELECT c, d`: the
+    rows once, named as PostgreSQL names them, typed as a UNION types them."""
+    rows = [list(t.expressions) if isinstance(t, exp.Tuple) else [t] for t in values.expressions]
+    if any(len(r) != len(rows[0]) for r in rows):
+        raise ProgrammingError(f"VALUES lists must all be the same length: {sql!r}")
+    if any(n.find(exp.Select, exp.Column) for r in rows for n in r):
+        raise unsupported("a column or a subquery in VALUES", sql, values)
+    first = exp.select(*[e.copy().as_(f"column{i + 1}") for i, e in enumerate(rows[0])])
+    out: exp.Expression = first
+    for r in rows[1:]:
+        out = exp.union(out, exp.select(*[e.copy() for e in r]), distinct=False)
+    return out
 
 
 def view_query(sql: str) -> exp.Expression:
