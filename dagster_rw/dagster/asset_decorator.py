@@ -20,7 +20,7 @@ import dagster as dg
 
 from .checks import check_specs_for
 from .project import RwObject, RwProject
-from .resource import NAME_KEY, PROJECT_DIR_KEY
+from .resource import NAME_KEY, PROJECT_DIR_KEY, remember_project
 from .translator import DagsterRwTranslator
 
 SINK = "sink"
@@ -51,6 +51,7 @@ def build_rw_specs(project: RwProject, translator: DagsterRwTranslator | None = 
                    objects: Iterable[RwObject] | None = None):
     """The asset specs and check specs of `objects` (all of the project's by default)."""
     translator = translator or DagsterRwTranslator()
+    remember_project(project)
     specs, check_specs = [], []
     for obj in objects if objects is not None else project.objects.values():
         # skippable: in a sensor's run, an object with nothing to apply records no materialization

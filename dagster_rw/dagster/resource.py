@@ -41,6 +41,12 @@ SPARK_SESSION_CONF = {
 _UTC_NAMES = {"UTC", "Etc/UTC", "GMT", "Etc/GMT", "Z", "+00:00", "Universal", "Zulu"}
 
 
+def remember_project(project: RwProject) -> None:
+    """The project the assets of `project.project_dir` were built from: the sensor and the resource
+    find it by that folder, and use it as planned instead of planning the folder again."""
+    _PROJECTS[str(project.project_dir)] = project
+
+
 def project_for(path: str) -> RwProject:
     if path not in _PROJECTS:
         _PROJECTS[path] = RwProject(path)
@@ -295,8 +301,8 @@ class RwRefresh:
         return [n for n in self.project.objects if n in names]
 
     def stream(self) -> Iterator:
-        """Refresh the selected objects in order, each followed by its selected checks; then the
-        checks selected without their asset (a check-only run), on the data already committed."""
+        """Refresh the selected objects in order; then their selected checks; then the checks
+        selected without their asset (a check-only run), on the data already committed."""
         conn = self.resource.get_connection()
         names = self.selected_names()
         if names:
@@ -308,9 +314,14 @@ class RwRefresh:
         selected_checks = [k for k in self.context.assets_def.check_keys if k in chosen]
         name_of = {spec.key: spec_object(spec)[1] for spec in self.context.assets_def.specs}
         key_of = {name: key for key, name in name_of.items()}
+        checks_of = {name: [k for k in selected_checks if k.asset_key == key_of[name]] for name in names}
         for name in names:
-            yield from self._refresh_one(conn, name, key_of[name],
-                                         [k for k in selected_checks if k.asset_key == key_of[name]])
+            yield from self._refresh_one(conn, name, key_of[name], checks_of[name])
+        # the checks once every selected object has committed: readers see the new epoch without
+        # waiting for them (Great Expectations alone takes seconds to import in a new run process)
+        for name in names:
+            for check_key in checks_of[name]:
+                yield self._check(conn, name, check_key)
         alone = [k for k in selected_checks if name_of[k.asset_key] not in names]
         if alone:
             self.context.log.info(
@@ -363,5 +374,3 @@ class RwRefresh:
                 description=f"nothing new to apply: moved to epoch {epoch}, its data unchanged"))
         else:
             yield dg.MaterializeResult(asset_key=asset_key, metadata=metadata)
-        for check_key in check_keys:
-            yield self._check(conn, name, check_key)
