@@ -4,6 +4,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 from oracle import Oracle, assert_same
 from test_differential import (
     DYNAMIC_FILTERS,
@@ -122,4 +124,56 @@ def test_batch_selects_run_on_spark_past_spark_select_rows(tmp_path, spark, monk
         ran.clear()
         assert_same(conn.execute(query).fetchall(), oracle.rows(query), f"spark_select_rows={limit}")
         assert bool(ran) == on_spark
+    conn.close()
+
+
+# a table's first load on Spark: staged INSERTs (upserts by key), DELETEs of keys inserted earlier
+# in the same load or never, per string and integer key
+_LOAD_OPS = st.lists(st.tuples(st.sampled_from(["ins", "del"]), st.integers(0, 12), st.one_of(st.none(), st.integers(-5, 5))),
+                     min_size=1, max_size=30)
+
+
+@settings(max_examples=1, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(ops=_LOAD_OPS, batch_size=st.integers(1, 6))
+# keys inserted, updated in later batches and in the same batch, deleted after an insert, deleted
+# before one, deleted without one; NULL values; enough keys for two files
+@example(ops=[("ins", k, k % 3 or None) for k in range(12)] + [("del", 3, None), ("ins", 4, 5), ("ins", 4, -4),
+              ("del", 12, None), ("ins", 12, 1), ("del", 7, None), ("del", 9, None), ("ins", 9, 2),
+              ("ins", 0, 0)], batch_size=5)
+def test_a_first_load_on_spark_applies_each_keys_last_operation(tmp_path_factory, spark, ops, batch_size):
+    """A table's first load on Spark is one job (each task keeps its keys' last operations and
+    writes the state and the change log): the same rows as DuckDB's, over several files with
+    disjoint key ranges, and its change log equals its rows."""
+    path = tmp_path_factory.mktemp("load")
+    conn = dagster_rw.connect(str(path), spark=spark, engine="spark")
+    conn.wh.spark_engine().min_task_rows = 2  # a file per core from 4 rows up
+    oracle = Oracle()
+    for ddl in ("CREATE TABLE n (id INT PRIMARY KEY, v INT)", "CREATE TABLE s (id VARCHAR PRIMARY KEY, v INT)"):
+        conn.execute(ddl)
+        oracle.execute(ddl)
+    # a view created before the load reads the load's change log
+    conn.execute("CREATE MATERIALIZED VIEW per_v AS SELECT v, count(*) AS c, min(id) AS lo FROM s GROUP BY v")
+    oracle.execute("CREATE VIEW per_v AS SELECT v, count(*) AS c, min(id) AS lo FROM s GROUP BY v")
+    for start in range(0, len(ops), batch_size):  # each statement a staged batch of its own
+        for op, key, v in ops[start:start + batch_size]:
+            for table, k in (("n", str(key)), ("s", f"'k{key:02d}'")):
+                if op == "ins":
+                    row = f"({k}, {'NULL' if v is None else v})"
+                    conn.execute(f"INSERT INTO {table} VALUES {row}")
+                    oracle.upsert(table, row)
+                else:
+                    conn.execute(f"DELETE FROM {table} WHERE id = {k}")
+                    oracle.execute(f"DELETE FROM {table} WHERE id = {k}")
+    conn.execute("FLUSH")
+    for table in ("n", "s", "per_v"):
+        assert_same(conn.execute(f"SELECT * FROM {table}").fetchall(), oracle.rows(f"SELECT * FROM {table}"), table)
+    for table in ("n", "s"):
+        want = oracle.rows(f"SELECT * FROM {table}")
+        m = conn.wh.manifest(table)
+        files = m.state.get("output", [])
+        assert sum(f.rows for f in files) == len(want) == m.stats["rows_inserted"]
+        if len(want) >= 8:  # split over the two cores
+            assert len(files) > 1, files
+        if len(files) > 1:  # a run: disjoint key ranges in key order
+            assert all(a.key_max < b.key_min for a, b in zip(files, files[1:]))
     conn.close()

@@ -18,6 +18,7 @@ class ParquetScan:
     schema: pa.Schema
     store: object = field(compare=False)
     tag: str | None = None
+    rows: int | None = field(default=None, compare=False)  # the files' rows, where the manifest says
 
     def local_paths(self) -> list[str]:
         return [self.store.local_path(k) for k in self.keys]

@@ -53,27 +53,29 @@ def spark_template(query: str, names: tuple[str, ...]) -> str:
     return tree.sql(dialect="spark")
 
 
-# what makes a query's result costly to compute again: a shuffle (joins, grouping, windows,
-# sorting, DISTINCT, set operations but UNION ALL) or a value that differs between evaluations
-_SHUFFLES = (sqlglot.exp.Join, sqlglot.exp.Group, sqlglot.exp.Window, sqlglot.exp.Distinct, sqlglot.exp.AggFunc,
+# what makes a query's result costly to compute again: a shuffle (grouping, windows, sorting,
+# DISTINCT, set operations but UNION ALL) or a value that differs between evaluations
+_SHUFFLES = (sqlglot.exp.Group, sqlglot.exp.Window, sqlglot.exp.Distinct, sqlglot.exp.AggFunc,
              sqlglot.exp.Order, sqlglot.exp.Exists, sqlglot.exp.Intersect, sqlglot.exp.Except, sqlglot.exp.Limit,
              sqlglot.exp.Rand, sqlglot.exp.CurrentTimestamp, sqlglot.exp.CurrentDate, sqlglot.exp.Uuid)
 
 
 @functools.lru_cache(maxsize=4096)
-def recomputable(query: str) -> bool:
-    """Whether `query` only scans, filters, projects and appends its relations (UNION ALL), with
-    deterministic expressions: reading its relations again costs about what reading a saved copy
-    would, and gives the same rows."""
+def recomputable(query: str) -> str | None:
+    """"scan" when `query` only scans, filters, projects and appends its relations (UNION ALL),
+    with deterministic expressions: reading its relations again costs about what reading a saved
+    copy would, and gives the same rows; "join" when it also joins them; else None."""
     tree = sqlglot.parse_one(query, read="duckdb")
+    joins = False
     for node in tree.walk():
         if isinstance(node, _SHUFFLES) or (isinstance(node, sqlglot.exp.Union) and node.args.get("distinct")):
-            return False
+            return None
         if isinstance(node, sqlglot.exp.In) and node.args.get("query") is not None:
-            return False
+            return None
         if isinstance(node, sqlglot.exp.Anonymous) and node.name.lower() in ("random", "uuid", "gen_random_uuid", "now"):
-            return False
-    return True
+            return None
+        joins = joins or isinstance(node, sqlglot.exp.Join)
+    return "join" if joins else "scan"
 
 
 def ensure_java() -> None:
@@ -223,11 +225,14 @@ class SparkEngine(Engine):
         self._ids = itertools.count()
         self._views: list[str] = []  # temporary views of this step's rules (release() drops them)
         self._computed: dict[int, object] = {}  # id -> this step's local checkpoints (release() forgets them)
-        # id -> (relation, shuffles): how many shuffles (joins, groupings, windows, ...) computing
-        # each of this step's relations takes from files, Arrow tables or saved relations; one that
-        # takes none (it scans, filters and projects) is computed again by each rule reading it,
-        # which costs less than saving a copy and reading it (release() forgets them)
+        # id -> (relation, shuffles, rows): how many shuffles (joins, groupings, windows, ...)
+        # computing each of this step's relations takes from files, Arrow tables or saved relations,
+        # and at most how many rows it has, where known. One that takes none (it scans, filters,
+        # projects, and joins with small relations, which Spark broadcasts) is computed again by
+        # each rule reading it: that costs less than saving a copy and reading it (release()
+        # forgets them)
         self._depth: dict[int, tuple] = {}
+        self.small_rows = 200_000  # a relation this small is broadcast to the tasks joining it (AQE: 10 MB)
         # how a step's change meets the state it looks up: "broadcast" (a small change, sent to
         # every task reading the state) or "shuffle_hash" (both sides shuffled by the key); None:
         # Spark decides (batch queries)
@@ -285,14 +290,8 @@ class SparkEngine(Engine):
         rows = df.count()
         if not rows:
             return []
-        parts = max(1, math.ceil(rows * row_bytes(schema) / self.file_bytes))
-        if rows >= 2 * self.min_task_rows:  # enough rows to keep every core busy: a file per task at least
-            parts = max(parts, min(_parallelism(self.spark), rows // self.min_task_rows))
         range_keys = list(sort_keys if range_keys is None else range_keys)
-        if range_keys and parts > 1:  # Spark samples the keys for the ranges: a job of its own
-            df = df.repartitionByRange(parts, *[F.col(f"`{k}`").asc_nulls_first() for k in range_keys])
-        else:  # one file's worth: shuffled into one task, which sorts and writes it
-            df = df.repartition(parts)
+        df = self._by_key_range(df, rows, schema, range_keys)
         # the writing task sorts its rows itself (numpy, Arrow), unless Parquet cannot hold a key's
         # type as Arrow has it (intervals: Spark sorts those)
         in_task = not any(pa.types.is_interval(schema.field(k).type) for k in sort_keys)
@@ -301,15 +300,52 @@ class SparkEngine(Engine):
         writer = functools.partial(executor_io.write_files, self.warehouse_files(store),
                                    schema.serialize().to_pybytes(), key_dir, list(sort_keys), range_keys,
                                    epoch_from, epoch_to, sort=in_task and bool(sort_keys))
+        return self._written(df.mapInArrow(writer, _spark_schema(executor_io.WRITTEN)), key_dir, epoch_from,
+                             epoch_to)[key_dir]
+
+    def _by_key_range(self, df, rows: int, schema: pa.Schema, range_keys: list[str]):
+        """`df` partitioned into files' worth of rows (about `file_bytes` each; a file per core at
+        least, past 2 x min_task_rows rows), by ranges of `range_keys`."""
+        from pyspark.sql import functions as F
+
+        parts = max(1, math.ceil(rows * row_bytes(schema) / self.file_bytes))
+        if rows >= 2 * self.min_task_rows:  # enough rows to keep every core busy: a file per task at least
+            parts = max(parts, min(_parallelism(self.spark), rows // self.min_task_rows))
+        if range_keys and parts > 1:  # Spark samples the keys for the ranges: a job of its own
+            return df.repartitionByRange(parts, *[F.col(f"`{k}`").asc_nulls_first() for k in range_keys])
+        return df.repartition(parts)  # one file's worth: shuffled into one task, which sorts and writes it
+
+    def _written(self, df, what: str, epoch_from: int, epoch_to: int) -> dict[str, list[SstFile]]:
+        """Run the writing tasks of `df` (executor_io.WRITTEN rows); their files by folder, each
+        folder's files in key order (a run, when more than one)."""
         try:
-            written = df.mapInArrow(writer, _spark_schema(executor_io.WRITTEN)).collect()
+            written = df.collect()
         except Exception as e:
-            raise OperationalError(f"Spark could not write {key_dir}: {spark_error(e)}") from None
-        written = sorted(written, key=lambda r: r["part"])
-        run = uuid.uuid4().hex[:12] if len(written) > 1 else None
-        return [SstFile(key=r["key"], epoch_from=epoch_from, epoch_to=epoch_to, rows=r["rows"], bytes=r["bytes"],
-                        key_min=json.loads(r["key_min"]) if run else None,
-                        key_max=json.loads(r["key_max"]) if run else None, run=run) for r in written]
+            raise OperationalError(f"Spark could not write {what}: {spark_error(e)}") from None
+        by_dir: dict[str, list] = {}
+        for r in sorted(written, key=lambda r: r["part"]):
+            by_dir.setdefault(r["key"].rsplit("/", 1)[0], []).append(r)
+        out = {}
+        for key_dir, rows in by_dir.items():
+            run = uuid.uuid4().hex[:12] if len(rows) > 1 else None
+            out[key_dir] = [SstFile(key=r["key"], epoch_from=epoch_from, epoch_to=epoch_to, rows=r["rows"],
+                                    bytes=r["bytes"], key_min=json.loads(r["key_min"]) if run else None,
+                                    key_max=json.loads(r["key_max"]) if run else None, run=run) for r in rows]
+        return out
+
+    def write_first_load(self, staged, store, pk: list[str], rows: int, outputs: list, epoch_from: int,
+                         epoch_to: int) -> list[list[SstFile]]:
+        """A table's first load from its staged DML rows (`staged`: with `_op`, `_batch`, `_seq`;
+        about `rows` of them) in one job: the rows shuffled by key range, and each task keeps its
+        keys' last operations and writes them as a file per output ((folder, schema, values of the
+        columns the rows lack): the state and the change log). Returns each output's files."""
+        df = self._by_key_range(self._df(staged), rows, outputs[0][1], pk)
+        writer = functools.partial(executor_io.write_first_load, self.warehouse_files(store),
+                                   [(schema.serialize().to_pybytes(), key_dir, fill) for key_dir, schema, fill in outputs],
+                                   list(pk), epoch_from, epoch_to)
+        written = self._written(df.mapInArrow(writer, _spark_schema(executor_io.WRITTEN)), outputs[0][0],
+                                epoch_from, epoch_to)
+        return [written.get(key_dir, []) for key_dir, _, _ in outputs]
 
     def _df(self, rel):
         if isinstance(rel, pa.Table):
@@ -338,15 +374,28 @@ class SparkEngine(Engine):
             df = self.spark.sql(spark_sql)
         except Exception as e:
             raise OperationalError(f"Spark could not run a step rule: {spark_error(e)}") from None
-        depth = max((self._shuffles(r) for r in relations.values()), default=0) + (0 if recomputable(query) else 1)
-        self._depth[id(df)] = (df, depth)
+        kind = recomputable(query)
+        rels = list(relations.values())
+        sizes = [self._rows(r) for r in rels]
+        large = sum(1 for n in sizes if n is None or n > self.small_rows)
+        depth = max((self._shuffles(r) for r in rels), default=0) + (
+            0 if kind == "scan" or (kind == "join" and large <= 1) else 1)
+        rows = sum(sizes) if kind == "scan" and None not in sizes else None
+        self._depth[id(df)] = (df, depth, rows)
         return self.shared(df) if shared else df
 
     def _shuffles(self, relation) -> int:
         """How many shuffles computing `relation` takes (1 for a DataFrame of unknown origin)."""
         if isinstance(relation, (pa.Table, ParquetScan)) or id(relation) in self._computed:
             return 0
-        return self._depth.get(id(relation), (None, 1))[1]
+        return self._depth.get(id(relation), (None, 1, None))[1]
+
+    def _rows(self, relation) -> int | None:
+        if isinstance(relation, pa.Table):
+            return relation.num_rows
+        if isinstance(relation, ParquetScan):
+            return relation.rows
+        return self._depth.get(id(relation), (None, 1, None))[2]
 
     def shared(self, relation):
         """A DataFrame computed once, now, as a local checkpoint (unless it is one already): the

@@ -33,6 +33,7 @@ from ..operators.base import (
 from ..storage import sst_cache
 from ..storage.catalog import SOURCE, TABLE, CatalogObject, key_name
 from ..storage.manifest import Manifest, SstFile
+from ..storage.parquet_io import EPOCH
 from ..storage.state_table import StateTable, in_key_order, prepare_sst
 from . import dataflow, epochs
 from .watermarks import advance_watermark, watermark_at
@@ -152,7 +153,8 @@ class StepContext:
                 parts = [sst_cache.conform(self._decoded(source, f.key).select(schema.names), schema) for f in files]
                 rel = pa.concat_tables(parts) if parts else schema.empty_table()
             else:
-                rel = ParquetScan(tuple(f.key for f in files), changelog_schema(src), self.wh.store)
+                rel = ParquetScan(tuple(f.key for f in files), changelog_schema(src), self.wh.store,
+                                  rows=sum(f.rows for f in files))
             if len(files) > 1:
                 rel = consolidate(self.engine, rel, cols)
         if isinstance(rel, pa.Table):
@@ -223,6 +225,8 @@ def refresh_table(wh, obj: CatalogObject) -> int:
         batches = epochs.batches_for(wh.store, obj.name, committed, target)
         rows = _batch_rows(wh, batches)
         ctx = StepContext(wh, obj, m, target, False, wh.step_engine(rows), rows)
+        if _loads_in_one_job(wh, obj, m, ctx.engine, batches):
+            return _first_load(wh, obj, m, ctx, batches, rows, committed, target, t0)
         delta, writes, order = table_change(wh, obj, m, batches, ctx.engine)
         for key in batches:  # applied: a retry after a failed commit reads the files again
             sst_cache.discard(wh.store.cache_path(key))
@@ -238,6 +242,33 @@ def refresh_table(wh, obj: CatalogObject) -> int:
         m = _with_watermark(ctx.engine, obj, m, delta, target)
     return _commit_output(wh, obj, m, ctx, delta, committed, target, t0, defer=wh.pipelining, writes=writes,
                           order=order)
+
+
+def _loads_in_one_job(wh, obj: CatalogObject, m: Manifest, engine, batches: list[str]) -> bool:
+    """Whether a table step is a first load on Spark that one job can do (_first_load): no rows
+    yet, staged batches to apply, a key, no watermark, no interval column (which Arrow cannot sort
+    and Parquet cannot hold)."""
+    return (engine is not wh.engine and hasattr(engine, "write_first_load") and bool(batches)
+            and not m.state.get(OUTPUT) and bool(obj.stream_key) and not obj.options.get("watermark_column")
+            and not any(pa.types.is_interval(f.type) for f in object_schema(obj)))
+
+
+def _first_load(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, batches: list[str], rows: int,
+                committed: int, target: int, t0: float) -> int:
+    """A table's first load on Spark, in one job: the staged rows shuffled by key range, and each
+    task keeps its keys' last operations and writes them twice, as the table's state file and as
+    its change-log file (inserts only: nothing was there to delete)."""
+    out = output_table(wh, obj, m, ctx.engine)
+    state, changes = ctx.engine.write_first_load(
+        read_batches(wh, obj, batches, ctx.engine), wh.store, list(obj.stream_key), rows,
+        [(out.key_dir, out.file_schema, {EPOCH: target, DELETED: False}),
+         (f"objects/{key_name(obj.name)}/changes", changelog_schema(obj), {W: 1})], committed, target)
+    for key in batches:  # applied: a retry after a failed commit reads the files again
+        sst_cache.discard(wh.store.cache_path(key))
+    ctx.rows_in = rows
+    counts = {"ins": sum(f.rows for f in state), "del": 0}
+    return _finish_commit(wh, obj, m, ctx, {OUTPUT: out}, {OUTPUT: state, None: changes}, counts, committed, target,
+                          t0)
 
 
 def _with_watermark(engine, obj: CatalogObject, m: Manifest, delta, target: int) -> Manifest:

@@ -14,7 +14,9 @@ import json
 import os
 import uuid
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .key_codes import sorted_for_file
@@ -57,8 +59,6 @@ def write_files(files: WarehouseFiles, schema_ipc: bytes, key_dir: str, sort_key
     """Write this task's rows (one key range of a range partitioning; sorted by `sort_keys`, or,
     with `sort`, sorted here) as one file under `key_dir`; yield what the commit needs to know of
     it (nothing for no rows)."""
-    from pyspark import TaskContext
-
     schema = pa.ipc.read_schema(pa.py_buffer(schema_ipc))
     parts = list(batches)
     rows = sum(b.num_rows for b in parts)
@@ -67,6 +67,16 @@ def write_files(files: WarehouseFiles, schema_ipc: bytes, key_dir: str, sort_key
     table = pa.Table.from_batches(parts).select(schema.names).cast(schema)
     if sort:  # numpy's and Arrow's sorts, several times faster than Spark's sort of the same rows
         table = sorted_for_file(table, sort_keys)
+    yield from _write_one(files, table, key_dir, sort_keys, range_keys, epoch_from, epoch_to)
+
+
+def _write_one(files: WarehouseFiles, table: pa.Table, key_dir: str, sort_keys: list[str], range_keys: list[str],
+               epoch_from: int, epoch_to: int):
+    """Write `table` (sorted by `sort_keys`) as one file under `key_dir`; yield what the commit
+    needs to know of it."""
+    from pyspark import TaskContext
+
+    rows = table.num_rows
     key = f"{key_dir}/{epoch_from:020d}-{epoch_to:020d}-{uuid.uuid4().hex[:12]}.parquet"
     local = files.scratch_file()
     write_parquet(table, local, sort_keys)
@@ -93,3 +103,38 @@ def _json_value(v):
     if isinstance(v, bytes):
         return v.hex()
     return str(v)
+
+
+def write_first_load(files: WarehouseFiles, outputs: list, pk: list[str], epoch_from: int, epoch_to: int,
+                     batches):
+    """A table's first load, for this task's key range of staged DML rows (with `_op`, `_batch`
+    and `_seq`): per key the last operation wins, a deletion leaves nothing; the rows left, sorted
+    by key, are written once per output (schema, folder, values of the columns the rows lack):
+    the table's state file and its change-log file. Yields the files for the commit."""
+    parts = list(batches)
+    if not sum(b.num_rows for b in parts):
+        return
+    rows = pa.Table.from_batches(parts)
+    order = pc.sort_indices(rows, sort_keys=[(k, "ascending") for k in pk + ["_batch", "_seq"]],
+                            null_placement="at_start")
+    rows = rows.take(order)
+    n = rows.num_rows
+    last = np.ones(n, bool)  # a row is its key's last operation when the next row has another key
+    if n > 1:
+        same = np.ones(n - 1, bool)
+        for k in pk:
+            col = rows.column(k)
+            a, b = col.slice(0, n - 1), col.slice(1)
+            eq = pc.fill_null(pc.equal(a, b), False)
+            both_null = pc.and_(pc.is_null(a), pc.is_null(b))
+            same &= np.asarray(pc.or_(eq, both_null))
+        last[:-1] = ~same
+    kept = rows.filter(pa.array(last & (rows.column("_op").to_numpy(zero_copy_only=False) == 1)))
+    if not kept.num_rows:
+        return
+    for schema_ipc, key_dir, extra in outputs:
+        schema = pa.ipc.read_schema(pa.py_buffer(schema_ipc))
+        columns = [pa.array(np.full(kept.num_rows, extra[f.name]), f.type) if f.name in extra
+                   else kept.column(f.name) for f in schema]
+        yield from _write_one(files, pa.Table.from_arrays(columns, schema=schema), key_dir, pk, pk,
+                              epoch_from, epoch_to)

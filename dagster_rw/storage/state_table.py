@@ -43,9 +43,14 @@ class StateTable:
         self._staged: list = []
 
     # -- reading -------------------------------------------------------------------------------
+    @property
+    def file_schema(self) -> pa.Schema:
+        """The columns of this table's files: the live ones, the step's epoch and the tombstone flag."""
+        return self.schema.append(pa.field(EPOCH, pa.int64())).append(pa.field(DELETED, pa.bool_()))
+
     def _scan(self, files: list[SstFile] | None = None) -> ParquetScan:
-        full = self.schema.append(pa.field(EPOCH, pa.int64())).append(pa.field(DELETED, pa.bool_()))
-        return ParquetScan(tuple(f.key for f in (self.files if files is None else files)), full, self.store)
+        files = self.files if files is None else files
+        return ParquetScan(tuple(f.key for f in files), self.file_schema, self.store, rows=sum(f.rows for f in files))
 
     @property
     def columns(self) -> list[str]:
