@@ -1,9 +1,10 @@
-"""What Dagster adds to a small change: from a sensor tick to the views committed.
+"""What Dagster adds to a small change: from a sensor tick to the views committed, in one process,
+then from an INSERT to every view committed through a real `dagster dev`.
 
-The reference project (assets/shop) in a fresh local warehouse, loaded with some rows; then, per
-round, a small change (a few orders, one item's price) is accepted through a second connection, the
-barrier sensor is ticked, and the run it requests is executed in this process with the in-process
-executor (what a run worker does once started). Split into:
+In one process: the reference project (assets/shop) in a fresh local warehouse, loaded with some
+rows; then, per round, a small change (a few orders, one item's price) is accepted through a second
+connection, the barrier sensor is ticked, and the run it requests is executed in this process with
+the in-process executor (what a run worker does once started). Split into:
 
 - tick:     the sensor's evaluation (listing what is staged, cutting the barrier, choosing assets);
 - run start: from launching the run to its step starting (Dagster's run and step bookkeeping);
@@ -15,11 +16,19 @@ executor (what a run worker does once started). Split into:
 - a run worker process: a deployed run starts a new Python process that loads the code location;
   its import cost is measured in a child process.
 
-    python benchmarks/orchestration_overhead.py [rounds]
+Through `dagster dev` (`through_dagster_dev`): the reference deployment as shipped (its dagster.yaml,
+sensor and run launcher), a change into every table at a random moment, INSERT to every view
+committed and to the run finished, median and p90, split at the run's own timestamps. `--root`
+runs another copy of the deployment (e.g. an older commit, `git archive`d) with its own dagster_rw,
+one after the other in the same invocation.
+
+    python benchmarks/orchestration_overhead.py [--rounds 5] [--changes 10] [--root DIR ...]
 """
 from __future__ import annotations
 
+import argparse
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -31,6 +40,7 @@ from pathlib import Path
 warnings.filterwarnings("ignore")
 
 import dagster as dg
+from _common import percentile
 
 import dagster_rw
 from dagster_rw.dagster import (
@@ -121,75 +131,126 @@ def main(rounds: int = 5) -> None:
           f"before its step starts, {gx - bare:.2f} s when the project has GX expectations")
 
 
-def through_daemon(rounds: int = 3) -> None:
-    """The same kind of change through `dagster dev` as deployed: the daemon ticks the sensor (every
-    second here), the queued-run coordinator launches a run worker process, the worker runs the step."""
+VIEW_STAGES = ("insert_to_run_requested", "requested_to_worker_started", "worker_to_step_start",
+               "step_start_to_views_committed", "insert_to_views_committed", "insert_to_run_finished")
+
+
+def through_dagster_dev(root: Path, changes: int = 10, seed: int = 7) -> dict[str, list[float]]:
+    """INSERT to every view committed through a real `dagster dev` of the reference deployment in
+    `root` (its workspace.yaml, definitions and dagster.yaml, its dagster_rw first on the path): the
+    daemon ticks the barrier sensor, the run coordinator and launcher start a run worker process,
+    the worker's step applies the epoch. Per change, one row into each of the four tables (so every
+    view has something to apply), at a random moment (seeded) of the daemon's 5-second sensor loop;
+    the first change is a warm-up. "Committed" is read from the warehouse's log, polled every 20 ms."""
+    import random
     import shutil
     import socket
 
-    from dagster import DagsterInstance
     from dagster._core.instance.ref import InstanceRef
 
-    tmp = Path(tempfile.mkdtemp(prefix="rw-bench-daemon-"))
-    (tmp / "home").mkdir()
-    env = {**os.environ, "DAGSTER_HOME": str(tmp / "home"), "DAGSTER_RW_WAREHOUSE": str(tmp / "wh"),
-           "DAGSTER_RW_SENSOR_RUNNING": "1", "DAGSTER_RW_SENSOR_INTERVAL": "1"}
+    project = RwProject(root / "assets" / "shop")
+    views = [n for n, o in project.objects.items() if o.kind == "materialized_view"]
+    tmp = Path(tempfile.mkdtemp(prefix="rw-bench-dev-"))
+    home, warehouse = tmp / "home", str(tmp / "wh")
+    home.mkdir()
+    shutil.copy(root / "dagster.yaml", home / "dagster.yaml")
+    env = {**os.environ, "DAGSTER_HOME": str(home), "DAGSTER_RW_WAREHOUSE": warehouse,
+           "DAGSTER_RW_SENSOR_RUNNING": "1",
+           "PYTHONPATH": os.pathsep.join([str(root), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    env.pop("DAGSTER_RW_SENSOR_INTERVAL", None)  # the deployment's own
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # as deployed: run workers load compiled modules
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
+    # the instance's storage is created here, before `dagster dev` starts: two processes creating
+    # it at once race in its migrations
+    instance = dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home)))
     log = open(tmp / "dagster.log", "w")  # noqa: SIM115 - lives as long as the server
     server = subprocess.Popen([sys.executable, "-m", "dagster", "dev", "-w", "workspace.yaml",
-                               "-h", "127.0.0.1", "-p", str(port)], cwd=ROOT, env=env, stdout=log,
-                              stderr=subprocess.STDOUT)
-    figures = {"insert_to_run_requested": [], "launch_and_worker_start": [], "worker_setup": [],
-               "refresh": [], "checks_and_rest": [], "insert_to_views_committed": []}
+                               "-h", "127.0.0.1", "-p", str(port)], cwd=root, env=env, stdout=log,
+                              stderr=subprocess.STDOUT, start_new_session=True)
+    figures: dict[str, list[float]] = {k: [] for k in VIEW_STAGES}
+    rng = random.Random(seed)
     try:
-        instance = DagsterInstance.from_ref(InstanceRef.from_dir(str(tmp / "home")))
-        with dagster_rw.connect(str(tmp / "wh")) as feeder:
-            deadline = time.time() + 120
-            while time.time() < deadline and len(feeder.status()) < 9:  # the first tick creates the objects
+        with dagster_rw.connect(warehouse) as feeder:
+            wh = feeder.wh
+
+            def committed() -> dict[str, int]:
+                wh.sync()
+                return {v: wh.manifest(v).epoch if wh.manifest(v).exists else -1 for v in views}
+
+            deadline = time.time() + 300
+            while min(committed().values()) < 0:  # the sensor's first tick creates the objects
+                assert server.poll() is None and time.time() < deadline, (tmp / "dagster.log").read_text()[-3000:]
                 time.sleep(0.5)
-            seen = set()
-            for r in range(rounds + 1):
+            for r in range(changes + 1):
+                while [x for x in instance.get_runs() if not x.is_finished]:  # the last change's run ends
+                    time.sleep(0.1)
+                time.sleep(rng.uniform(0, 5))
+                before = max(committed().values())
                 t_insert = time.time()
+                feeder.execute(f"INSERT INTO orders VALUES ({1000 + r}, {r}, 'c{r}', 2, now())")
                 feeder.execute(f"INSERT INTO items VALUES ({r}, 'item{r}', {r + 1}.50)")
-                feeder.execute(f"INSERT INTO orders VALUES ({100 + r}, {r}, 'c{r}', 2, now())")
-                run = None
-                while time.time() < t_insert + 120:
-                    done = [x for x in instance.get_run_records() if x.dagster_run.run_id not in seen
-                            and x.dagster_run.is_finished]
-                    if done:
-                        run = done[0]
+                feeder.execute(f"INSERT INTO visit VALUES ({r}, 'u{r}', {10 + r})")
+                feeder.execute(f"INSERT INTO info VALUES ({r}, 'cat{r % 3}')")
+                while True:
+                    now = committed()
+                    if min(now.values()) > before:
+                        t_views = time.time()
                         break
-                    time.sleep(0.2)
-                assert run is not None and run.dagster_run.is_success, "no successful run within 120 s"
-                seen.add(run.dagster_run.run_id)
-                step_start = event_time(instance, run.dagster_run.run_id, "STEP_START")
-                refresh = sum(float(e.dagster_event.event_specific_data.materialization.metadata[
-                    "dagster_rw/step_seconds"].value) for e in instance.all_logs(run.dagster_run.run_id)
-                    if e.dagster_event is not None and e.dagster_event.event_type_value == "ASSET_MATERIALIZATION")
+                    assert time.time() < t_insert + 120, f"views not committed within 120 s: {now}"
+                    time.sleep(0.02)
+                epoch = str(max(now.values()))
+                while True:  # the run that committed the views' epoch, finished
+                    (run,) = [x for x in instance.get_run_records()
+                              if x.dagster_run.tags.get("dagster_rw/epoch") == epoch] or [None]
+                    if run is not None and run.dagster_run.is_finished:
+                        break
+                    time.sleep(0.1)
+                assert run.dagster_run.is_success, f"run for epoch {epoch} failed"
                 if r == 0:
-                    continue
-                figures["insert_to_run_requested"].append(run.create_timestamp.timestamp() - t_insert)
-                figures["launch_and_worker_start"].append(run.start_time - run.create_timestamp.timestamp())
-                figures["worker_setup"].append(step_start - run.start_time)
-                figures["refresh"].append(refresh)
-                figures["checks_and_rest"].append(run.end_time - step_start - refresh)
-                figures["insert_to_views_committed"].append(run.end_time - t_insert)
+                    continue  # warm-up: the code server's first tick and run
+                step_start = event_time(instance, run.dagster_run.run_id, "STEP_START")
+                requested = run.create_timestamp.timestamp()
+                figures["insert_to_run_requested"].append(requested - t_insert)
+                figures["requested_to_worker_started"].append(run.start_time - requested)
+                figures["worker_to_step_start"].append(step_start - run.start_time)
+                figures["step_start_to_views_committed"].append(t_views - step_start)
+                figures["insert_to_views_committed"].append(t_views - t_insert)
+                figures["insert_to_run_finished"].append(run.end_time - t_insert)
     finally:
-        server.terminate()
-        try:
-            server.wait(30)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGTERM)
+            try:
+                server.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(server.pid, signal.SIGKILL)
+                server.wait()
+        instance.dispose()
         log.close()
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"through dagster dev (daemon, sensor every 1 s, a run worker process per run), {rounds} rounds, "
-          "median seconds:")
-    for k, v in figures.items():
-        print(f"  {k:26s} {statistics.median(v):7.3f}   (min {min(v):.3f}, max {max(v):.3f})")
+    return figures
+
+
+def report_dagster_dev(roots: list[Path], changes: int) -> None:
+    for root in roots:
+        load = os.getloadavg()
+        figures = through_dagster_dev(root, changes)
+        print(f"through dagster dev in {root} ({changes} changes, load average before "
+              f"{load[0]:.1f} / after {os.getloadavg()[0]:.1f}), seconds:")
+        for k, v in figures.items():
+            print(f"  {k:30s} median {statistics.median(v):6.2f}  p90 {percentile(v, 0.9):6.2f}  "
+                  f"(min {min(v):.2f}, max {max(v):.2f})")
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 5)
-    through_daemon(int(sys.argv[2]) if len(sys.argv) > 2 else 3)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=5, help="rounds in one process (0: skip)")
+    parser.add_argument("--changes", type=int, default=10, help="changes through dagster dev (0: skip)")
+    parser.add_argument("--root", type=Path, action="append",
+                        help="a reference deployment's folder (repeatable; default: this repository)")
+    args = parser.parse_args()
+    if args.rounds:
+        main(args.rounds)
+    if args.changes:
+        report_dagster_dev([r.resolve() for r in args.root or [ROOT]], args.changes)
