@@ -3,7 +3,9 @@
 Works with a classic session (local or on a cluster) and with Spark Connect (`sc://host:port`).
 A rule's result is a lazy plan that the rules reading it extend, so that a chain of rules runs as
 one Spark job; a result that several rules read (the caller says so: `shared`) is computed once,
-as a local checkpoint, where the chain is cut. The driver never carries state or change files:
+as a local checkpoint, where the chain is cut, unless computing it takes no shuffle (it scans,
+filters, projects, or joins with a small relation): then each reader computes it again, which
+costs less than writing the copy and reading it back. The driver never carries state or change files:
 executors read them from the warehouse (Spark's own reader where the cluster can read the
 warehouse URL, Python tasks with pyarrow otherwise) and write a step's outputs themselves, one
 sorted file per key range (storage.executor_io). The session gets dagster_rw shipped to its
