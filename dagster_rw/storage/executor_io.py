@@ -115,8 +115,11 @@ def write_first_load(files: WarehouseFiles, outputs: list, pk: list[str], epoch_
     if not sum(b.num_rows for b in parts):
         return
     rows = pa.Table.from_batches(parts)
-    order = pc.sort_indices(rows, sort_keys=[(k, "ascending") for k in pk + ["_batch", "_seq"]],
-                            null_placement="at_start")
+    keys = pk + ["_batch", "_seq"]
+    try:  # NULLs first, per key (pyarrow 25 and later; the option for all keys at once is deprecated)
+        order = pc.sort_indices(rows, sort_keys=[(k, "ascending", "at_start") for k in keys])
+    except (TypeError, ValueError, pa.ArrowInvalid):
+        order = pc.sort_indices(rows, sort_keys=[(k, "ascending") for k in keys], null_placement="at_start")
     rows = rows.take(order)
     n = rows.num_rows
     last = np.ones(n, bool)  # a row is its key's last operation when the next row has another key
