@@ -20,19 +20,23 @@ STEPS = [
 FLUSH_AFTER = (2, len(STEPS) - 1)  # (each Spark flush costs jobs per view)
 
 
-def run_on(path: str, spark, engine: str, views: dict) -> None:
-    """Every view (query, or (query, DuckDB's query)) equals DuckDB's answer at each flush, and
-    every object ran on `engine`."""
+def run_on(path: str, spark, engine: str, views: dict, steps=STEPS, flush_after=FLUSH_AFTER, setup=()) -> None:
+    """Every view (query, or (query, DuckDB's query)) equals DuckDB's answer at each flush (after
+    the steps numbered `flush_after`), and every object ran on `engine`. `setup`: statements run
+    before the views are created, as (ours, DuckDB's)."""
     conn = dagster_rw.connect(path, spark=spark, engine=engine)
     oracle = Oracle()
     for ddl in SCHEMA:
         conn.execute(ddl)
         oracle.execute(ddl)
+    for ours, theirs in setup:
+        conn.execute(ours)
+        oracle.execute(theirs)
     for name, q in views.items():
         q, oracle_q = (q, q) if isinstance(q, str) else q
         conn.execute(f"CREATE MATERIALIZED VIEW {name} AS {q}")
         oracle.execute(f"CREATE VIEW {name} AS {oracle_q}")
-    for i, (what, arg) in enumerate(STEPS):
+    for i, (what, arg) in enumerate(steps):
         if what == "sql":
             conn.execute(arg)
             oracle.execute(arg)
@@ -42,7 +46,7 @@ def run_on(path: str, spark, engine: str, views: dict) -> None:
         else:
             conn.execute(f"INSERT INTO {what} VALUES {_values(arg)}")
             oracle.upsert(what, _values(arg))
-        if i in FLUSH_AFTER:
+        if i in flush_after:
             conn.execute("FLUSH")
             for name in views:
                 assert_same(conn.execute(f"SELECT * FROM {name}").fetchall(),

@@ -6,6 +6,7 @@ import dataclasses
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from both_paths import run_on
 from oracle import Oracle, assert_same
 from test_differential import (
     DYNAMIC_FILTERS,
@@ -13,7 +14,6 @@ from test_differential import (
     JOINS,
     LINEAR_AND_AGGREGATES,
     ORDERED_AGGREGATES,
-    SCHEMA,
     SETS_TOPN_NOPK,
     SQL_FUNCTIONS,
     SUBQUERY_PREDICATES,
@@ -74,32 +74,9 @@ STEPS = [
 
 @pytest.mark.parametrize("engine", ["spark", "duckdb"])
 def test_spark_and_in_process_paths_give_the_same_views(tmp_path, spark, engine):
-    conn = dagster_rw.connect(str(tmp_path / engine), spark=spark, engine=engine)
-    oracle = Oracle()
-    for ddl in SCHEMA:
-        conn.execute(ddl)
-        oracle.execute(ddl)
-    for ours, theirs in FUNCTIONS_SETUP:
-        conn.execute(ours)
-        oracle.execute(theirs)
-    for name, q in VIEWS.items():
-        q, oracle_q = (q, q) if isinstance(q, str) else q  # (view, the same query in DuckDB's words)
-        conn.execute(f"CREATE MATERIALIZED VIEW {name} AS {q}")
-        oracle.execute(f"CREATE VIEW {name} AS {oracle_q}")
-    for i, (what, arg) in enumerate(STEPS):
-        if what == "sql":
-            conn.execute(arg)
-            oracle.execute(arg)
-        else:
-            conn.execute(f"INSERT INTO {what} VALUES {_values(arg)}")
-            oracle.upsert(what, _values(arg))
-        if i in (1, len(STEPS) - 1):  # first the inserts, then updates, deletes and inserts together
-            conn.execute("FLUSH")
-            for name in VIEWS:
-                assert_same(conn.execute(f"SELECT * FROM {name}").fetchall(),
-                            oracle.rows(f"SELECT * FROM {name}"), f"{name} ({engine})")
-    engines = {s["name"]: s["engine"] for s in conn.status()}
-    assert set(engines.values()) == {engine}
+    # first the inserts, then updates, deletes and inserts together
+    run_on(str(tmp_path / engine), spark, engine, VIEWS, steps=STEPS, flush_after=(1, len(STEPS) - 1),
+           setup=FUNCTIONS_SETUP)
 
 
 def test_batch_selects_run_on_spark_past_spark_select_rows(tmp_path, spark, monkeypatch):
