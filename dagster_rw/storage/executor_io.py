@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .key_codes import sorted_for_file
+from .key_codes import nulls_first_order, sorted_for_file
 from .parquet_io import write_parquet
 from .warehouse_files import WarehouseFiles
 
@@ -115,12 +115,7 @@ def write_first_load(files: WarehouseFiles, outputs: list, pk: list[str], epoch_
     if not sum(b.num_rows for b in parts):
         return
     rows = pa.Table.from_batches(parts)
-    keys = pk + ["_batch", "_seq"]
-    try:  # NULLs first, per key (pyarrow 25 and later; the option for all keys at once is deprecated)
-        order = pc.sort_indices(rows, sort_keys=[(k, "ascending", "at_start") for k in keys])
-    except (TypeError, ValueError, pa.ArrowInvalid):
-        order = pc.sort_indices(rows, sort_keys=[(k, "ascending") for k in keys], null_placement="at_start")
-    rows = rows.take(order)
+    rows = rows.take(nulls_first_order(rows, pk + ["_batch", "_seq"]))
     n = rows.num_rows
     last = np.ones(n, bool)  # a row is its key's last operation when the next row has another key
     if n > 1:

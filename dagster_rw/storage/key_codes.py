@@ -301,7 +301,12 @@ def sort_indices(table: pa.Table, keys: list[str], last: str | None = None):
                 swap = tie[w[order[tie]] > w[order[tie + 1]]]
                 order[swap], order[swap + 1] = order[swap + 1], order[swap].copy()
                 return order
-    spec = [(k, "ascending") for k in keys] + ([(last, "ascending")] if last else [])
+    return nulls_first_order(table, keys + ([last] if last else []))
+
+
+def nulls_first_order(table: pa.Table, keys: list[str]):
+    """Arrow's row order sorting `table` by `keys`, ascending, NULLs first."""
+    spec = [(k, "ascending") for k in keys]
     try:  # NULLs first, per key (pyarrow 25 and later; the option for all keys at once is deprecated)
         return pc.sort_indices(table, sort_keys=[(k, order, "at_start") for k, order in spec])
     except (TypeError, ValueError, pa.ArrowInvalid):
