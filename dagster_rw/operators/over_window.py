@@ -1,5 +1,6 @@
-"""Window functions OVER (PARTITION BY ... ORDER BY ... [ROWS frame]): ranking ones (row_number,
-rank, dense_rank) and aggregates (count, sum, avg, min, max, over a ROWS frame or SQL's default).
+"""Window functions OVER (PARTITION BY ... ORDER BY ... [ROWS | RANGE frame]): ranking ones
+(row_number, rank, dense_rank), offset ones (lag, lead) and aggregates (count, sum, avg, min, max,
+over a ROWS or RANGE frame or SQL's default).
 
 A window function's values in one partition depend only on that partition's rows, so the operator
 recomputes the partitions a step touches: old output = the function over the partition's old rows,
@@ -10,9 +11,9 @@ State: `input`, the child's rows keyed by (partition columns, stream key), so a 
 the touched partitions by key prefix, as a join reads one side. NULL partition values form their own
 partition (lookups are null-safe and SQL's PARTITION BY groups NULLs together).
 
-Ties: row_number and ROWS frames break ORDER BY ties by the stream key (deterministic across steps,
-where SQL leaves the order of peers open); rank, dense_rank and the default frame (which takes in
-the current row's peers) give peers the same value, as SQL does.
+Ties: row_number, lag, lead and ROWS frames break ORDER BY ties by the stream key (deterministic
+across steps, where SQL leaves the order of peers open); rank, dense_rank, RANGE frames and the
+default frame (which take in the current row's peers) give peers the same value, as SQL does.
 
 Without PARTITION BY the whole input is one partition: every step that changes the input reads and
 re-ranks all of it (correct, but the cost grows with the input, not with the delta).
@@ -26,6 +27,7 @@ from .base import Operator, W, col_list, consolidate_sql, row_schema, state_upse
 
 
 RANKING = ("row_number", "rank", "dense_rank")
+OFFSETS = ("lag", "lead")
 
 
 class OverWindowOp(Operator):
@@ -89,10 +91,11 @@ class OverWindowOp(Operator):
         node = self.node
         order = [f"{quote(cname(o.column))} {'DESC' if o.desc else 'ASC'} NULLS {'FIRST' if o.nulls_first else 'LAST'}"
                  for o in node.order]
-        aggregate = node.func not in RANKING
-        if not aggregate and node.func != "row_number" and not order:
+        offset = node.func in OFFSETS
+        aggregate = node.func not in RANKING and not offset
+        if node.func in RANKING and node.func != "row_number" and not order:
             return "CAST(1 AS BIGINT)"  # every row is a peer of every other row of its partition
-        if node.func == "row_number" or (node.frame and order):
+        if node.func == "row_number" or offset or (node.frame.startswith("ROWS") and order):
             order += [f"{quote(k)} ASC NULLS FIRST" for k in self.key()]
         over = []
         if self.partition():
@@ -102,6 +105,10 @@ class OverWindowOp(Operator):
         if node.frame:
             over.append(node.frame)
         out_type = sqltypes.duckdb_type(node.columns[-1].type)
-        call = f"{node.func}()" if not aggregate else "count(*)" if node.arg is None else \
-            f"{node.func}({quote(cname(node.arg))})"
+        if offset:
+            default = "" if node.default is None else f", {quote(cname(node.default))}"
+            call = f"{node.func}({quote(cname(node.arg))}, {node.offset}{default})"
+        else:
+            call = f"{node.func}()" if not aggregate else "count(*)" if node.arg is None else \
+                f"{node.func}({quote(cname(node.arg))})"
         return f"CAST({call} OVER ({' '.join(over)}) AS {out_type})"

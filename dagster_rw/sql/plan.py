@@ -253,17 +253,20 @@ class TopN(Node):
 
 @dataclass(eq=False)
 class OverWindow(Node):
-    """A window function OVER (PARTITION BY ... ORDER BY ... [ROWS frame]): a ranking one (row_number,
-    rank, dense_rank) or an aggregate (count, sum, avg, min, max) over a child column (`arg`; None
-    for count(*)). The child's columns, then the function's value as one more column (typed as the
-    last column says). Stream key: the child's."""
+    """A window function OVER (PARTITION BY ... ORDER BY ... [ROWS | RANGE frame]): a ranking one
+    (row_number, rank, dense_rank), an offset one (lag, lead: the value `offset` rows before or
+    after, else `default`) or an aggregate (count, sum, avg, min, max) over a child column (`arg`;
+    None for count(*)). The child's columns, then the function's value as one more column (typed as
+    the last column says). Stream key: the child's."""
 
     child: Node | None = None
-    func: str = "row_number"  # row_number, rank, dense_rank, count, sum, avg, min, max
+    func: str = "row_number"  # row_number, rank, dense_rank, lag, lead, count, sum, avg, min, max
     partition: list[int] = field(default_factory=list)  # child columns
     order: list[OrderKey] = field(default_factory=list)  # over child columns
-    arg: int | None = None  # an aggregate's argument (child column)
-    frame: str = ""  # "ROWS BETWEEN ... AND ...", or "" for SQL's default frame
+    arg: int | None = None  # an aggregate's or lag/lead's argument (child column)
+    frame: str = ""  # "ROWS | RANGE BETWEEN ... AND ...", or "" for SQL's default frame
+    offset: int = 1  # lag / lead: how many rows back / ahead
+    default: int | None = None  # lag / lead: the child column giving the value past the partition's edge
 
     @property
     def children(self):

@@ -12,6 +12,7 @@ AGG_FUNCS = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min",
              exp.ArrayAgg: "array_agg"}
 WINDOW_FUNCS = {exp.RowNumber: "row_number", exp.Rank: "rank", exp.DenseRank: "dense_rank"}
 WINDOW_AGGS = {t: n for t, n in AGG_FUNCS.items() if n in ("count", "sum", "avg", "min", "max")}
+WINDOW_OFFSETS = {exp.Lag: "lag", exp.Lead: "lead"}
 SUBQUERY_ALIAS = "_rw_sq"  # the aliases of FROM items the planner makes of subqueries begin so
 
 
@@ -89,6 +90,8 @@ def output_name(item: exp.Expression) -> str:
         return item.alias
     if isinstance(item, exp.Window) and type(item.this) in WINDOW_FUNCS:
         return WINDOW_FUNCS[type(item.this)]
+    if isinstance(item, exp.Window) and type(item.this) in WINDOW_OFFSETS:
+        return WINDOW_OFFSETS[type(item.this)]
     if isinstance(item, exp.Column):
         return item.name
     if isinstance(item, exp.Cast) and isinstance(item.this, exp.Column):
