@@ -35,6 +35,29 @@ def _rewrite(rule, sql: str) -> str:
 
 # rule -> [(input, the rule's output)]
 CASES = {
+    "grouping_sets_as_union_all": [
+        # plain keys crossed with CUBE; grouping() in HAVING; a qualified key matched by name
+        ("SELECT t.k, s, sum(v) FROM t GROUP BY t.k, CUBE (s, v % 2) HAVING grouping(s) = 0",
+         "SELECT t.k, s, SUM(v) FROM t GROUP BY t.k, s, v % 2 HAVING 0 = 0 UNION ALL SELECT t.k, s, SUM(v) FROM t "
+         "GROUP BY t.k, s HAVING 0 = 0 UNION ALL SELECT t.k, CAST(NULL AS VARCHAR) AS s, SUM(v) FROM t "
+         "GROUP BY t.k, v % 2 HAVING 1 = 0 UNION ALL SELECT t.k, CAST(NULL AS VARCHAR) AS s, SUM(v) FROM t "
+         "GROUP BY t.k HAVING 1 = 0"),
+        # SELECT DISTINCT: UNION; a set listed twice is grouped twice
+        ("SELECT DISTINCT k, count(*) AS n FROM t GROUP BY GROUPING SETS ((k), (), (k))",
+         "SELECT k, COUNT(*) AS n FROM t GROUP BY k UNION SELECT CAST(NULL AS INT) AS k, COUNT(*) AS n FROM t "
+         "HAVING COUNT(*) >= 0 UNION SELECT k, COUNT(*) AS n FROM t GROUP BY k"),
+        # an output alias as the key; the NULL takes the expression's type
+        ("SELECT k % 2 AS m, count(*) AS n FROM t GROUP BY ROLLUP (m)",
+         "SELECT k % 2 AS m, COUNT(*) AS n FROM t GROUP BY k % 2 UNION ALL SELECT CAST(NULL AS INT) AS m, "
+         "COUNT(*) AS n FROM t HAVING COUNT(*) >= 0"),
+        # ROLLUP nested in GROUPING SETS, over a CTE
+        ("WITH x AS (SELECT k, w FROM u) SELECT k, sum(w) AS sw FROM x GROUP BY GROUPING SETS (k, ROLLUP (w))",
+         "WITH x AS (SELECT k, w FROM u) SELECT k, SUM(w) AS sw FROM x GROUP BY k UNION ALL SELECT CAST(NULL AS INT) "
+         "AS k, SUM(w) AS sw FROM x GROUP BY w UNION ALL SELECT CAST(NULL AS INT) AS k, SUM(w) AS sw FROM x "
+         "HAVING COUNT(*) >= 0"),
+        # grouping() over a plain GROUP BY is 0
+        ("SELECT k, grouping(k) AS g FROM t GROUP BY k", "SELECT k, 0 AS g FROM t GROUP BY k"),
+    ],
     "aggregate_filters_as_case": [
         ("SELECT sum(v) FILTER (WHERE s IS NOT NULL) AS sv, count(DISTINCT s) FILTER (WHERE v % 2 = 0) AS ds FROM t",
          "SELECT SUM(CASE WHEN s IS NOT NULL THEN v END) AS sv, COUNT(DISTINCT CASE WHEN v % 2 = 0 THEN s END) AS ds "
@@ -114,6 +137,10 @@ CASES = {
 
 # rule -> [(input, a piece of the error)]
 REFUSED = {
+    "grouping_sets_as_union_all": [
+        ("SELECT k, count(*) FROM t GROUP BY ROLLUP (k) ORDER BY k", "ORDER BY / LIMIT on GROUPING SETS"),
+        ("SELECT k, grouping(v) FROM t GROUP BY ROLLUP (k)", "arguments to GROUPING must be grouping expressions"),
+    ],
     "distinct_on_as_row_number": [
         ("SELECT DISTINCT ON (k) k, count(*) FROM t GROUP BY k", "DISTINCT ON with GROUP BY"),
         ("SELECT DISTINCT ON (k) * FROM t", "DISTINCT ON with SELECT *"),

@@ -111,6 +111,7 @@ _AGGREGATES = """
     count(any) sum(numeric) avg(numeric) min(any) max(any) string_agg(text, text) array_agg(any)
     first_value(any) last_value(any) bool_and(boolean) bool_or(boolean) every(boolean) stddev(numeric)
     stddev_samp(numeric) stddev_pop(numeric) variance(numeric) var_samp(numeric) var_pop(numeric)
+    grouping(any, ...)
 """
 _WINDOWS = """
     row_number() rank() dense_rank() percent_rank() cume_dist() ntile(integer) lag(any) lag(any, integer)

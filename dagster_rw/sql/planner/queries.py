@@ -91,6 +91,11 @@ class Queries:
         """The output column names of a query (planned on the side, to learn them)."""
         return list(self.probe().plan_query(query)[1])
 
+    def output_types(self, query: exp.Expression) -> list[str]:
+        """The types of a query's output columns (planned on the side, to learn them)."""
+        node, names = self.probe().plan_query(query)
+        return [c.type for c in node.columns if not c.hidden][:len(names)]
+
     def probe(self):
         """A planner over the same catalog and CTEs, to plan a piece of the query on its own."""
         probe = type(self)(self.resolve_object, self.sql, self.obj, self.engine)

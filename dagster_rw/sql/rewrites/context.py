@@ -10,7 +10,7 @@ from ...errors import ProgrammingError
 
 class Context(Protocol):
     """The statement being planned (for errors that name the object and point into its SQL) and
-    the output column names of a query over the catalog (planned on the side)."""
+    the output column names and types of a query over the catalog (planned on the side)."""
 
     sql: str
     obj: str | None
@@ -23,3 +23,6 @@ class Context(Protocol):
 
     def output_names(self, query: exp.Expression) -> list[str]:
         """The output column names of `query`."""
+
+    def output_types(self, query: exp.Expression) -> list[str]:
+        """The SQL types (dagster_rw.types names) of the output columns of `query`."""
