@@ -1,8 +1,9 @@
 """Vectorized decoding of record values (JSON objects or CSV lines) into a source's typed columns.
 
 The whole batch is parsed at once by pyarrow (JSON with a "wire" schema that pyarrow can read
-directly, CSV as text), then cast to the declared types by DuckDB in one query that also flags
-values of the wrong type. Only when the batch parse itself fails are records parsed one by one,
+directly, CSV as text), then cast to the declared types: by Arrow's kernels where every value has
+a form they read exactly as DuckDB does (timestamps, dates and integers written plainly), else by
+DuckDB in one query that also flags values of the wrong type. Only when the batch parse itself fails are records parsed one by one,
 and only to learn which of them are malformed; every bad record is reported with its cause, none
 is dropped silently.
 """
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.json as pajson
 
@@ -150,14 +152,24 @@ class RecordDecoder:
 
     # -- typing --------------------------------------------------------------------------------
     def _cast(self, wire: pa.Table) -> tuple[pa.Table, list[tuple[int, str]]]:
-        """The declared types, and (row, cause) for every value that does not fit its column."""
-        select, checks = [], []
+        """The declared types, and (row, cause) for every value that does not fit its column.
+        Columns whose values Arrow's kernels cast exactly as DuckDB would are cast there; only
+        the others (and any column holding a value Arrow refuses) go through DuckDB's pass."""
+        done: dict[str, pa.ChunkedArray] = {}
+        rest = []
         for c, w in zip(self.columns, wire.schema):
             target = self.target.field(c.name).type
+            col = wire.column(c.name)
+            cast = col if w.type == target else _arrow_cast(col, c.type, target)
+            if cast is None:
+                rest.append((c, w))
+            else:
+                done[c.name] = cast
+        if not rest:
+            return pa.table([done[c.name] for c in self.columns], schema=self.target), []
+        select, checks = [], []
+        for c, w in rest:
             src = f"w.{quote(c.name)}"
-            if w.type == target:
-                select.append(src)
-                continue
             if pa.types.is_string(w.type) and c.type != "varchar":
                 src = f"NULLIF({src}, '')"  # an empty CSV field is NULL, not a bad value
             cast = f"TRY_CAST({src} AS {sqltypes.duckdb_type(c.type)})"
@@ -165,20 +177,18 @@ class RecordDecoder:
             name = c.name.replace("'", "''")
             checks.append(f"WHEN {src} IS NOT NULL AND {cast} IS NULL THEN "
                           f"'column \"{name}\": cannot read ' || CAST({src} AS VARCHAR) || ' as {c.type}'")
-        if not checks:
-            return wire.cast(self.target), []
         problem = f"CASE {' '.join(checks)} END"
-        wire = wire.append_column("rw_pos", pa.array(range(wire.num_rows), pa.int64()))
+        narrow = wire.select([c.name for c, _ in rest]).append_column("rw_pos", pa.array(range(wire.num_rows), pa.int64()))
         out = self.engine.sql(f"SELECT {', '.join(select)}, {problem} AS rw_problem, rw_pos FROM w "
-                              "ORDER BY rw_pos", w=wire)
+                              "ORDER BY rw_pos", w=narrow)
         problems = out.column("rw_problem")
         bad = []
         if problems.null_count != out.num_rows:
             for pos, p in zip(out.column("rw_pos").to_pylist(), problems.to_pylist()):
                 if p is not None:
                     bad.append((pos, p))
-        return out.select([c.name for c in self.columns]).cast(self.target), bad
-
+        cols = [done[c.name] if c.name in done else out.column(c.name) for c in self.columns]
+        return pa.table(cols, names=[c.name for c in self.columns]).cast(self.target), bad
 
     # -- whole files ---------------------------------------------------------------------------
     def decode_lines(self, data: bytes) -> tuple[Decoded, np.ndarray]:
@@ -232,3 +242,37 @@ class RecordDecoder:
         bad_set = {pos for pos, _ in bad}
         keep = [pos for pos in range(wire.num_rows) if pos not in bad_set]
         return Decoded(rows.take(pa.array(keep, pa.int64())), keep, sorted(bad))
+
+
+# Text Arrow's kernels read exactly as DuckDB's casts do (where both read it at all): a date with an
+# optional time (seconds, at most six decimals), a plain integer.
+_TIMESTAMP_TEXT = r"^\d{4}-\d\d-\d\d(?:[ T]\d\d:\d\d:\d\d(?:\.\d{1,6})?)?$"
+_DATE_TEXT = r"^\d{4}-\d\d-\d\d$"
+_INTEGER_TEXT = r"^-?\d+$"
+
+
+def _arrow_cast(col: pa.ChunkedArray, type_name: str, target: pa.DataType) -> pa.ChunkedArray | None:
+    """`col` cast to `target` by Arrow, when every value is of a form Arrow reads as DuckDB's
+    TRY_CAST does and none fails; None otherwise (DuckDB's pass then decides, value by value)."""
+    source = col.type
+    try:
+        if pa.types.is_integer(source) and pa.types.is_integer(target):
+            return col.cast(target)  # a safe cast: a value out of range raises
+        if not pa.types.is_string(source):
+            return None
+        if pa.types.is_timestamp(target) and target.tz is None:
+            form = _TIMESTAMP_TEXT
+        elif pa.types.is_date32(target):
+            form = _DATE_TEXT
+        elif pa.types.is_integer(target):
+            form = _INTEGER_TEXT
+        else:
+            return None
+        if type_name != "varchar" and pc.any(pc.equal(col, "")).as_py():
+            col = pc.if_else(pc.equal(col, ""), pa.scalar(None, source), col)  # an empty CSV field is NULL
+        valid = pc.match_substring_regex(col, form)
+        if (pc.sum(valid).as_py() or 0) != col.length() - col.null_count:
+            return None
+        return col.cast(target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return None
