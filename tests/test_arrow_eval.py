@@ -101,3 +101,57 @@ def test_the_subset_answers_the_common_shapes():
     for sql in ["k / 2", "CAST(k AS VARCHAR)", "abs(k)", "k % 0"]:
         tree = sqlglot.parse_one(f"SELECT {sql}", dialect="duckdb").expressions[0]
         assert evaluate(table, [tree], None, [pa.int64()]) is None, sql
+
+
+MICROS = st.one_of(st.none(), st.integers(-62_135_596_800_000_000, 253_402_300_799_999_999),
+                   st.integers(-10**12, 10**12), st.sampled_from([0, -1, 1, 9_999_999, -10_000_000]))
+WINDOW_STARTS = [  # a TUMBLE's and a HOP's window start, in the form the planner writes them
+    "MAKE_TIMESTAMP(DATE_DIFF('MICROSECOND', CAST('1970-01-01 00:00:00' AS TIMESTAMP), CAST(ts AS TIMESTAMP)) - "
+    "(((DATE_DIFF('MICROSECOND', CAST('1970-01-01 00:00:00' AS TIMESTAMP), CAST(ts AS TIMESTAMP))) % {size}) + {size})"
+    " % {size} - {offset})",
+    "MAKE_TIMESTAMP(DATE_DIFF('MICROSECOND', CAST('2020-01-01 00:00:00.5' AS TIMESTAMP), ts) + {offset})",
+]
+
+
+@settings(max_examples=100, deadline=None)
+@given(ints=st.lists(st.one_of(st.none(), st.integers(-2**63, 2**63 - 1), st.integers(-1000, 1000)), min_size=4,
+                     max_size=4),
+       micros=st.lists(MICROS, min_size=4, max_size=4),
+       literal=st.sampled_from(["0.908", "1.5", "12.25", "0.0001", "3.0", "123456789.123456789"]),
+       shape=st.sampled_from(WINDOW_STARTS), size=st.sampled_from([1, 10_000_000, 86_400_000_000]),
+       offset=st.sampled_from([0, 2_000_000, -7]))
+def test_decimal_products_and_window_starts_equal_duckdb_wherever_they_answer(ints, micros, literal, shape, size,
+                                                                              offset):
+    table = pa.table({"v": pa.array(ints, pa.int64()), "i": pa.array([x if x is None or -2**31 <= x < 2**31 else 0
+                                                                        for x in ints], pa.int32()),
+                      "ts": pa.array(micros, pa.int64()).cast(pa.timestamp("us"))})
+    for expr in [f"v * {literal}", f"{literal} * i", shape.format(size=size, offset=offset)]:
+        sql = f"SELECT {expr} AS x FROM t"
+        CON.register("t", table)
+        try:
+            expected = CON.sql(sql).to_arrow_table()
+        except duckdb.Error:
+            expected = None
+        finally:
+            CON.unregister("t")
+        tree = sqlglot.parse_one(sql, dialect="duckdb")
+        got = evaluate(table, [tree.expressions[0].this], None,
+                       [expected.schema.field("x").type] if expected is not None else [pa.int64()])
+        if got is None:
+            continue
+        assert expected is not None, f"DuckDB raises on {sql}, the Arrow path answered"
+        (column,), _mask = got
+        assert column.to_pylist() == expected.column("x").to_pylist(), sql
+
+
+def test_window_starts_and_decimal_products_are_in_the_subset():
+    table = pa.table({"price": pa.array([100, None, 7], pa.int64()),
+                      "ts": pa.array([0, 12_345_678, -1], pa.int64()).cast(pa.timestamp("us"))})
+    tumble = sqlglot.parse_one(f"SELECT {WINDOW_STARTS[0].format(size=10_000_000, offset=0)}",
+                               dialect="duckdb").expressions[0]
+    product = sqlglot.parse_one("SELECT price * 0.908", dialect="duckdb").expressions[0]
+    got = evaluate(table, [tumble, product], None, [pa.timestamp("us"), pa.decimal128(23, 3)])
+    assert got is not None
+    (starts, prices), _ = got
+    assert starts.cast(pa.int64()).to_pylist() == [0, 10_000_000, -10_000_000]
+    assert [str(p) if p is not None else None for p in prices.to_pylist()] == ["90.800", None, "6.356"]

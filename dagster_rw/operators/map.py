@@ -19,8 +19,6 @@ from ..storage.state_table import DELETED
 from .arrow_eval import evaluate
 from .base import Operator, W, render
 
-ARROW_ROWS = 100_000  # deltas up to this many rows are mapped by Arrow's kernels where they can be
-
 ERRORS = "errors"  # the state table of the values a view's expressions could not compute
 ERROR_SCHEMA = pa.schema([("epoch", pa.int64()), ("check", pa.int32()), ("expression", pa.string()),
                           ("error", pa.string()), ("count", pa.int64()), ("example", pa.string())])
@@ -40,8 +38,9 @@ class MapOp(Operator):
             # a pure projection: select and rename the columns, no SQL needed
             return d.select([e.name for e in node.exprs] + [W]).rename_columns(
                 [cname(i) for i in range(len(node.exprs))] + [W])
-        if isinstance(d, pa.Table) and d.num_rows <= ARROW_ROWS:
-            # (Arrow's kernels give up on any value that cannot be computed: what they answer has none)
+        if isinstance(d, pa.Table):
+            # Arrow's kernels where they can, for deltas of any size (they give up on any value that
+            # cannot be computed: what they answer has none, so the non-strict form has nothing to count)
             types = [sqltypes.arrow_type(c.type) for c in node.columns]
             done = evaluate(d, node.exprs, node.where, types)
             if done is not None:
