@@ -31,6 +31,8 @@ def _norm_value(v):
     if isinstance(v, (list, tuple)):  # an array: compared by its normalized elements, in order
         return "{" + ", ".join(repr(_norm_value(x)) for x in v) + "}"
     if isinstance(v, decimal.Decimal):
+        if abs(v) >= 10 ** 15 and v == v.to_integral_value():
+            return int(v)  # beyond a float's exact integers (sums of BIGINTs): compared exactly, as ints
         v = float(v)
     if isinstance(v, float):
         if math.isnan(v):

@@ -44,6 +44,8 @@ class Aggregates:
         for call in calls:
             func, arg, distinct = self.agg_parts(call)
             bound_arg = self.bind(arg, scope) if arg is not None else None
+            if func == "sum" and bound_arg is not None:
+                bound_arg = self.sum_argument(node, bound_arg)
             extra, order = self.agg_extra(call, scope)
             for e in [bound_arg] + extra + [o for o, _, _ in order]:
                 if e is not None and find_aggs(e):
@@ -181,6 +183,14 @@ class Aggregates:
         elif distinct and func != "count":
             raise self.refuse(f"{func.upper()}(DISTINCT ...)", call)
         return func, arg, distinct
+
+    def sum_argument(self, node: Node, arg: exp.Expression) -> exp.Expression:
+        """SUM's argument over the node's columns, as it is summed: sum(bigint) is NUMERIC in
+        PostgreSQL and RisingWave (a sum of BIGINTs leaves BIGINT's range), so a BIGINT argument is
+        summed as NUMERIC(38,0) on both engines (Spark would sum BIGINTs as a BIGINT)."""
+        if self.type_of(node, arg) != "bigint":
+            return arg
+        return exp.Cast(this=arg, to=exp.DataType.build("DECIMAL(38, 0)", dialect="duckdb"))
 
     def agg_type(self, a: Agg, pre: Node) -> str:
         if a.func in ("count", "count_star"):

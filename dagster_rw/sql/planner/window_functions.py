@@ -118,7 +118,10 @@ class WindowFunctions:
                 arg, default = self.offset_arguments(w, node, scope, add)
             elif type(w.this) in WINDOW_AGGS:
                 if not isinstance(w.this.this, exp.Star):
-                    arg = add(self.bind(w.this.this, scope), w.this.this.sql(dialect="postgres"))
+                    bound = self.bind(w.this.this, scope)
+                    if type(w.this) is exp.Sum:
+                        bound = self.sum_argument(node, bound)
+                    arg = add(bound, w.this.this.sql(dialect="postgres"))
                 frame = window_frame(self, w)
             func = WINDOW_FUNCS.get(type(w.this)) or WINDOW_OFFSETS.get(type(w.this)) or WINDOW_AGGS[type(w.this)]
             specs.append((func, part, order, arg, frame, default, offset_of(self, w)))
