@@ -37,6 +37,8 @@ class Aggregates:
         order_items = [o.this for o in q.args["order"].expressions] if q.args.get("order") else []
         calls: list[exp.Expression] = []
         for e in [s for s, _ in select_items] + ([having] if having is not None else []) + order_items:
+            if scope.entries:
+                self.check_deterministic(e)
             calls.extend(find_aggs(e))
         pre_exprs = list(bound_groups)
         aggs: list[Agg] = []

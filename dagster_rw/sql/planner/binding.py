@@ -10,10 +10,17 @@ from ...engine.duck import quote
 from ...errors import ProgrammingError, unsupported
 from ..plan import Col, Map, Node, cname
 from ..non_strict import non_strict
+from ..function_catalog import FUNCTION_NAME
 from ..rewrites.context import Context
 from ..semantics import regexp_match_groups, typed_expression
 from ..syntax import AGG_FUNCS, output_name
 from .scope import AliasOnly, Entry, Scope
+
+
+def _ancestors(node: exp.Expression):
+    while node.parent is not None:
+        node = node.parent
+        yield node
 
 
 def refuse_aggregates(planner: Context, e: exp.Expression, where: str) -> None:
@@ -43,11 +50,8 @@ class Binding:
         for w in expression.find_all(exp.Window):
             raise self.refuse("window functions (OVER) outside the select list, or nested", w)
         # (over no FROM an expression is evaluated once, when the view is created: any function will do)
-        for fn in expression.find_all(exp.Anonymous) if scope.entries else ():
-            if fn.name.lower() in ("now", "random", "proctime", "current_timestamp", "gen_random_uuid"):
-                raise self.refuse(f"the non-deterministic function {fn.name}()", fn)
-        for fn in expression.find_all(exp.CurrentTimestamp, exp.Rand) if scope.entries else ():
-            raise self.refuse(f"the non-deterministic function {fn.sql(dialect='postgres')}", fn)
+        if scope.entries:
+            self.check_deterministic(expression)
 
         def rewrite(node):
             if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
@@ -56,6 +60,31 @@ class Binding:
             return node
 
         return regexp_match_groups(expression).copy().transform(rewrite)
+
+    def check_deterministic(self, expression: exp.Expression) -> None:
+        """Refuse the first call of `expression` whose value a delta cannot follow."""
+        for fn in expression.find_all(exp.Anonymous):
+            if fn.name.lower() in ("now", "random", "proctime", "current_timestamp", "gen_random_uuid"):
+                self.refuse_non_deterministic(fn, f"{fn.name}()")
+        for fn in expression.find_all(exp.CurrentTimestamp, exp.Rand):
+            written = fn.meta_get(FUNCTION_NAME)
+            self.refuse_non_deterministic(fn, f"{written}()" if written else fn.sql(dialect="postgres"))
+
+    def refuse_non_deterministic(self, fn: exp.Expression, shown: str):
+        """Refuse a call whose value a delta cannot follow. The time functions compared with a
+        column are RisingWave's temporal filters (rows that enter and leave a view as time passes):
+        named as such, with what to do instead."""
+        is_time = isinstance(fn, exp.CurrentTimestamp) or fn.name.lower() in ("now", "proctime", "current_timestamp")
+        comparison = next((a for a in _ancestors(fn) if isinstance(a, (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT,
+                                                                        exp.LTE, exp.Between))), None)
+        if is_time and comparison is not None and comparison.find(exp.Column) is not None:
+            raise self.refuse(f"temporal filters ({shown} compared with a column: rows would have to leave the view "
+                              "as time passes, and a view changes only with its inputs); compare with a constant "
+                              f"time, or filter by {shown} in a SELECT over the view", fn)
+        if is_time:
+            raise self.refuse(f"{shown} in a view (its value would be the time each row was computed, never "
+                              "updated); select it in a query over the view", fn)
+        raise self.refuse(f"the non-deterministic function {shown}", fn)
 
     def describe(self, child: Node, exprs: list[exp.Expression], where: exp.Expression | None) -> list[str]:
         """Result types of expressions over the child's columns, inferred by DuckDB on empty input."""
