@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
@@ -39,6 +40,14 @@ from . import dataflow, epochs
 from .watermarks import advance_watermark, watermark_at
 
 OUTPUT = "output"
+# the rows of the change files a step read last (StepContext._changes_read), for the next views over them
+_changes: dict[tuple, pa.Table] = {}
+_changes_lock = threading.Lock()
+_CHANGES_KEPT = 8
+_CHANGES_KEPT_ROWS = 100_000
+# a step that read at most this many change rows sorts its state files on its own thread
+# (StepContext.write_now); a larger one on the writer threads, while the operators above it run
+PREPARE_HERE_ROWS = 2_000
 
 
 def object_schema(obj: CatalogObject) -> pa.Schema:
@@ -97,16 +106,27 @@ class StepContext:
         table = self.tables[name]
         self.ready[name] = ready = Future()
 
-        def write():
+        def prepare():
             try:
                 prepared = table.prepare(start, self.target)
             except BaseException as e:
                 ready.set_exception(e)
                 raise
             ready.set_result(prepared)
+            return prepared
+
+        def write():
+            prepared = prepare()
             return _finish(self.wh, prepared) if prepared is not None else None
 
-        self.written[name] = written = _writers().submit(write)
+        if self.rows_in <= PREPARE_HERE_ROWS:
+            # a small change's file is sorted here: handing it to a writer thread and waiting for it
+            # (behind other steps' files) costs more than the sort
+            prepared = prepare()
+            written = _writers().submit(_finish, self.wh, prepared) if prepared is not None else _done(None)
+        else:
+            written = _writers().submit(write)
+        self.written[name] = written
         written.add_done_callback(lambda done: _index_ahead(table, done))
 
     def watermark(self, source: str, epoch: int) -> int | None:
@@ -135,6 +155,22 @@ class StepContext:
         self.wh.settle([source])  # evicted before its deferred commit wrote it: wait for the file
         return sst_cache.read(self.wh.store.local_path(key))
 
+    def _changes_read(self, source: str, src: CatalogObject, files: list[SstFile]) -> pa.Table:
+        """The rows of an input's change files, in its change log's schema: read once for all the
+        views that read the same files (a FLUSH steps each view over the same input delta)."""
+        schema = changelog_schema(src)
+        key = (self.wh.store.url, tuple(f.key for f in files), schema)
+        rel = _changes.get(key)
+        if rel is None:
+            parts = [sst_cache.conform(self._decoded(source, f.key).select(schema.names), schema) for f in files]
+            rel = pa.concat_tables(parts) if parts else schema.empty_table()
+            if sum(f.rows for f in files) <= _CHANGES_KEPT_ROWS:  # (kept apart from the cache's bound)
+                with _changes_lock:
+                    _changes[key] = rel
+                    while len(_changes) > _CHANGES_KEPT:
+                        del _changes[next(iter(_changes))]
+        return rel
+
     def input_delta(self, source: str):
         src = self.wh.catalog().get(source)
         # a table committing in the background (a FLUSH) is read from this process's cache
@@ -149,9 +185,7 @@ class StepContext:
         else:
             files = [f for f in sm.changelog if f.epoch_from >= self.manifest.epoch and f.epoch_to <= self.target]
             if self.engine is self.wh.engine:  # in-process: the decoded files, shared with other readers
-                schema = changelog_schema(src)
-                parts = [sst_cache.conform(self._decoded(source, f.key).select(schema.names), schema) for f in files]
-                rel = pa.concat_tables(parts) if parts else schema.empty_table()
+                rel = self._changes_read(source, src, files)
             else:
                 rel = ParquetScan(tuple(f.key for f in files), changelog_schema(src), self.wh.store,
                                   rows=sum(f.rows for f in files))
@@ -539,6 +573,12 @@ def _finish(wh, prepared):
     """Write a prepared step file: into the FLUSH's pack when the store packs small files."""
     prepared.pack = wh.pack
     return prepared.finish()
+
+
+def _done(result) -> Future:
+    done = Future()
+    done.set_result(result)
+    return done
 
 
 def _as_list(written) -> list[SstFile]:

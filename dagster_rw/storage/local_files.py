@@ -70,15 +70,18 @@ def _fsync_file(path: str) -> None:
         os.fsync(f.fileno())
 
 
-def move_into_place(src: str, dest: str) -> None:
+def move_into_place(src: str, dest: str, durable: bool = True) -> None:
     """Move a finished file to `dest` so that `dest` never holds a partial file.
 
     A rename when both are on one file system; otherwise (EXDEV) a copy to a temporary name beside
     `dest`, then a rename. (shutil.move would copy straight into `dest`: a process killed mid-copy
     would leave a truncated file under a key that a barrier or a manifest may then refer to.)
+    Not `durable`: no fsync (a copy whose durable bytes are elsewhere, a pack's: a crash of the
+    machine may lose or cut it short, never a crash of the process).
     """
     os.makedirs(os.path.dirname(dest), exist_ok=True)
-    _fsync_file(src)  # the data is on disk before any commit can name it
+    if durable:
+        _fsync_file(src)  # the data is on disk before any commit can name it
     try:
         os.replace(src, dest)
         return
@@ -88,7 +91,8 @@ def move_into_place(src: str, dest: str) -> None:
     tmp = f"{dest}.{uuid.uuid4().hex}.tmp"
     try:
         shutil.copyfile(src, tmp)
-        _fsync_file(tmp)
+        if durable:
+            _fsync_file(tmp)
         os.replace(tmp, dest)
     except BaseException:
         try:

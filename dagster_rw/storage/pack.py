@@ -1,12 +1,15 @@
 """Packed files: the small files of one commit, uploaded as one object.
 
 A FLUSH that advances many objects by a few rows writes many small files (a state file per
-operator, a change file per object). On S3 each would be a PUT of its own; instead they are
-written to this process's cache, named as usual, and uploaded together as one object,
-`packs/<id>.pack`, just before the commit's log entry, which records where each file lies in it
-(its key -> the pack, offset and length). Readers in other processes find a file they lack
-through the log: the whole pack is fetched once and every file in it lands in their cache. Spark
-tasks read a packed file's byte range. Files too large to be worth packing are uploaded alone.
+operator, a change file per object). On S3 each would be a PUT of its own, on a local folder an
+fsync of its own; instead they are written to this process's cache (on a local folder, the
+warehouse folder itself), named as usual and without an fsync, and uploaded together as one
+object, `packs/<id>.pack` (one PUT, or one fsync), just before the commit's log entry, which
+records where each file lies in it (its key -> the pack, offset and length). The pack is the
+durable copy: a file's own copy that a crash of the machine lost or cut short is written again
+from it when read (`restore`). Readers in other processes find a file they lack through the log:
+on S3 the whole pack is fetched once and every file in it lands in their cache. Spark tasks read
+a packed file's byte range. Files too large to be worth packing are uploaded alone.
 
 A pack is deleted once no manifest lists any of its files, not even as garbage still readable by
 others (worked out when the log writes a checkpoint). Later merges of state files move the rows
@@ -45,7 +48,8 @@ class Pack:
                 return False
             self.parts[key] = size
             self.size += size
-        move_into_place(path, self.store.cache_path(key))
+        move_into_place(path, self.store.cache_path(key), durable=False)  # (the pack is durable)
+        self.store.known_whole(key)
         return True
 
     def upload(self) -> dict:
@@ -70,6 +74,29 @@ class Pack:
             self.store.delete(self.key)
         except Exception:  # noqa: BLE001 - a pack left behind is unreferenced, like a crashed step's files
             pass
+
+
+def whole(path: str, key: str, layout: dict[str, list[int]]) -> bool:
+    """Whether the copy of packed file `key` at `path` is there and whole. The copy is written
+    without fsync: after a crash of the machine it may be missing or cut short (a file system that
+    writes data before the metadata naming it, as ext4 does by default, leaves no other damage)."""
+    try:
+        return os.path.getsize(path) == layout[key][1]
+    except OSError:
+        return False
+
+
+def restore(store, key: str, pack_key: str, layout: dict[str, list[int]]) -> None:
+    """Write packed file `key`'s copy again, from its byte range of the pack on the store (local:
+    read in place, S3: a ranged read)."""
+    offset, length = layout[key]
+    data = store.read_range(pack_key, offset, length)
+    path = store.cache_path(key)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
 
 
 def unpack(store, pack_key: str, layout: dict[str, list[int]]) -> None:
