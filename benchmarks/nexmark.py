@@ -261,6 +261,7 @@ def main() -> None:
     if unknown:
         raise SystemExit(f"unknown queries: {unknown}")
 
+    load0 = os.getloadavg()[0]  # other work on the machine, named with the figures
     folder = args.data or tempfile.mkdtemp(prefix="nexmark-")
     os.makedirs(folder, exist_ok=True)
     try:
@@ -311,7 +312,9 @@ def main() -> None:
                 best, who = min(peers)
                 line += f"  {best / times[('dagster-rw', q)]:.2f}x ({who})"
             print(line)
-        print("(x > 1: dagster-rw is faster than the fastest peer; the issue's target is 1.2x)")
+        print("(x > 1: dagster-rw is faster than the fastest peer; the target is 1.2x)")
+        print(f"load average at the start {load0:.1f}, at the end {os.getloadavg()[0]:.1f} "
+              f"({os.cpu_count()} cores)")
     finally:
         if args.data is None:
             shutil.rmtree(folder, ignore_errors=True)

@@ -156,6 +156,55 @@ def test_bad_records_land_in_rw_source_errors_and_the_rest_equals_duckdb(tmp_pat
         assert data[e[2]:].split(b"\n", 1)[0].decode() == e[3]
 
 
+def test_a_source_decodes_the_columns_its_views_read_and_a_later_view_reads_the_rest(tmp_path, conn):
+    from dagster_rw.runtime.ingest import decoded_columns
+
+    rows = [{"id": i, "k": i % 3, "note": f"n{i}", "extra": "x" * (i % 5)} for i in range(40)]
+    write_whole(str(tmp_path / "a.json"), json_lines(rows[:20]))
+    conn.execute(f"CREATE SOURCE s (id INT, k INT, note VARCHAR, extra VARCHAR) {posix(tmp_path)} "
+                 "FORMAT PLAIN ENCODE JSON")
+    conn.execute("CREATE MATERIALIZED VIEW per_k AS SELECT k, count(*) AS n FROM s WHERE id > 2 GROUP BY k")
+    source = conn.wh.catalog().get("s")
+    assert decoded_columns(conn.wh, source) == {"id", "k"}
+    conn.flush()
+    conn.execute("CREATE MATERIALIZED VIEW notes AS SELECT id, note FROM s")  # back-filled with its notes
+    assert decoded_columns(conn.wh, source) == {"id", "k", "note"}
+    write_whole(str(tmp_path / "b.json"), json_lines(rows[20:]))
+    conn.flush()
+    oracle = duckdb.connect()
+    src = duck_json(tmp_path, "{'id': 'INTEGER', 'k': 'INTEGER', 'note': 'VARCHAR', 'extra': 'VARCHAR'}")
+    assert_same(conn.execute("SELECT k, n FROM per_k").fetchall(),
+                oracle.sql(f"SELECT k, count(*) FROM {src} WHERE id > 2 GROUP BY k").fetchall(), "per_k")
+    assert_same(conn.execute("SELECT id, note FROM notes").fetchall(),
+                oracle.sql(f"SELECT id, note FROM {src}").fetchall(), "notes")
+    assert_same(conn.execute("SELECT id, k, note, extra FROM s").fetchall(),  # a query of the source reads all
+                oracle.sql(f"SELECT * FROM {src}").fetchall(), "s")
+
+
+def test_a_pruned_read_does_not_commit_past_a_catalog_change(tmp_path, conn):
+    """A step that decoded only the columns its views read, planned before another process
+    created a view reading more, conflicts instead of committing rows without them."""
+    import dataclasses
+
+    from dagster_rw.errors import CommitConflict
+    from dagster_rw.storage import manifest as manifests
+
+    write_whole(str(tmp_path / "a.json"), json_lines([{"id": 1, "note": "x"}]))
+    conn.execute(f"CREATE SOURCE s (id INT, note VARCHAR) {posix(tmp_path)} FORMAT PLAIN ENCODE JSON")
+    conn.execute("CREATE MATERIALIZED VIEW ids AS SELECT id FROM s")
+    conn.flush()
+    m = conn.wh.manifest("s")
+    planned = m.positions[manifests.PLANNED_UNDER]
+    assert planned["catalog"] == conn.wh.catalog().version
+    step = dataclasses.replace(m, version=m.version + 1, positions={
+        **m.positions, manifests.PLANNED_UNDER: {"catalog": planned["catalog"], "step": "another"}})
+    conn.execute("CREATE MATERIALIZED VIEW notes AS SELECT note FROM s")  # (as another process would)
+    with pytest.raises(CommitConflict, match="catalog changed"):
+        manifests.publish(conn.wh.store, [step], "test")
+    same = dataclasses.replace(m, version=conn.wh.manifest("s").version + 1)  # carried on, not a new step
+    manifests.publish(conn.wh.store, [same], "test")
+
+
 def test_a_file_removed_after_its_barrier_is_an_error_not_a_stall(tmp_path, conn):
     write_whole(str(tmp_path / "a.json"), json_lines([{"id": i} for i in range(5)]))
     write_whole(str(tmp_path / "b.json"), json_lines([{"id": 100}]))

@@ -162,10 +162,11 @@ def sealed_unapplied(wh, obj: CatalogObject, m: Manifest, upto: int) -> int:
 
 
 class _PieceDecoder:
-    """Decodes the pieces of one source's files with one DuckDB engine (one per thread)."""
+    """Decodes the pieces of one source's files with one DuckDB engine (one per thread); `read`:
+    the columns to decode (None: all), the others NULL."""
 
-    def __init__(self, obj: CatalogObject, loc: dict, engine, epoch: int):
-        self.obj, self.loc, self.engine, self.epoch = obj, loc, engine, epoch
+    def __init__(self, obj: CatalogObject, loc: dict, engine, epoch: int, read: set[str] | None = None):
+        self.obj, self.loc, self.engine, self.epoch, self.read = obj, loc, engine, epoch, read
         self.spec = spec_of(obj)
         self.declared = [c for c in obj.columns if not c.hidden]
         self.names = [c.name for c in self.declared]
@@ -176,7 +177,7 @@ class _PieceDecoder:
         spec = self.spec
         if not (spec.encode == "csv" and spec.header):
             if None not in self.decoders:
-                self.decoders[None] = RecordDecoder(self.declared, spec.encode, spec.delimiter, self.engine)
+                self.decoders[None] = RecordDecoder(self.declared, spec.encode, spec.delimiter, self.engine, self.read)
             return self.decoders[None]
         line = files.first_line(self.loc, path, size)
         if line not in self.decoders:  # the header names the fields; declared columns are taken by name
@@ -187,8 +188,9 @@ class _PieceDecoder:
                                    parse_options=pacsv.ParseOptions(delimiter=spec.delimiter)).to_pylist()
             header = [str(v) for v in names[0].values()] if names else []
             types = {c.name: c.type for c in self.declared}
+            wanted = None if self.read is None else self.read & set(header)
             self.decoders[line] = RecordDecoder([Column(h, types.get(h, "varchar")) for h in header], "csv",
-                                                spec.delimiter, self.engine)
+                                                spec.delimiter, self.engine, wanted)
         return self.decoders[line]
 
     def decode(self, fid: int, path: str, size: int, first: int, payload):
@@ -222,15 +224,15 @@ class _PieceDecoder:
         return rows.cast(self.target), ids, errors
 
 
-def read_rows(wh, obj: CatalogObject, entries: list[dict], epoch: int):
+def read_rows(wh, obj: CatalogObject, entries: list[dict], epoch: int, read: set[str] | None = None):
     """The decoded rows (declared columns, hidden row id) of the files in `entries` (each one's
     recorded pieces; pieces None: the whole file), and the bad records as tuples of the error
-    table's columns. More than a piece's worth of bytes is read and decoded in parallel threads
+    table's columns; `read`: the columns to decode (None: all), the others NULL. More than a piece's worth of bytes is read and decoded in parallel threads
     (pyarrow and DuckDB work outside the GIL), each with a DuckDB engine of its own; large epochs
     in Spark tasks."""
     spec = spec_of(obj)
     loc = location(wh, obj)
-    names = [c.name for c in obj.columns if not c.hidden]
+    names = [c.name for c in obj.columns if not c.hidden and (read is None or c.name in read)]
     todo = []  # (file id, path, size, start, end)
     for e in entries:
         for start, end in (e["pieces"] if e.get("pieces") is not None else [[0, None]]):
@@ -239,7 +241,7 @@ def read_rows(wh, obj: CatalogObject, entries: list[dict], epoch: int):
     if todo and _uses_spark(wh, total):
         sizes = {e["id"]: (e["path"], e["size"]) for e in entries}
         table = files.read_on_spark(wh.spark_engine().spark, loc, spec.encode, spec.header, names, todo)
-        decoder = _PieceDecoder(obj, loc, wh.engine, epoch)
+        decoder = _PieceDecoder(obj, loc, wh.engine, epoch, read)
         done = [decoder.decode(fid, *sizes[fid], first,
                                files.ipc_table(data) if spec.encode == "parquet" and data is not None else data)
                 for fid, first, data in zip(*(table.column(c).to_pylist() for c in ("file", "start", "data")))]
@@ -253,14 +255,14 @@ def read_rows(wh, obj: CatalogObject, entries: list[dict], epoch: int):
         def read_and_decode(piece):
             fid, path, size, start, end = piece
             if not hasattr(local, "decoder"):
-                local.decoder = _PieceDecoder(obj, loc, DuckEngine(threads=1), epoch)
+                local.decoder = _PieceDecoder(obj, loc, DuckEngine(threads=1), epoch, read)
             first, payload = files.piece(loc, spec.encode, spec.header, names, path, size, start, end)
             return local.decoder.decode(fid, path, size, first, payload)
 
         with ThreadPoolExecutor(max_workers=min(len(todo), os.cpu_count() or 1)) as pool:
             done = list(pool.map(read_and_decode, todo))
     else:
-        decoder = _PieceDecoder(obj, loc, wh.engine, epoch)
+        decoder = _PieceDecoder(obj, loc, wh.engine, epoch, read)
         done = [decoder.decode(fid, path, size, *files.piece(loc, spec.encode, spec.header, names, path, size,
                                                              start, end))
                 for fid, path, size, start, end in todo]
@@ -281,16 +283,17 @@ def _uses_spark(wh, nbytes: int) -> bool:
         nbytes > wh.options["source_spark_threshold_bytes"]
 
 
-def read_epoch(wh, obj: CatalogObject, m: Manifest, target: int):
+def read_epoch(wh, obj: CatalogObject, m: Manifest, target: int, read: set[str] | None = None):
     """What a step of the source reads: the files recorded for epochs (committed, target] that it
-    has not read; returns (rows, bad records as tuples, the manifest's positions after the step)."""
+    has not read (`read`: the columns to decode, None: all); returns (rows, bad records as tuples,
+    the manifest's positions after the step)."""
     done = dict(done_files(m))
     entries, seen = [], set()
     for e in recorded_files(wh.store, obj, m.epoch, target):
         if e["path"] not in done and e["path"] not in seen:
             seen.add(e["path"])
             entries.append(e)
-    rows, errors = read_rows(wh, obj, entries, target)
+    rows, errors = read_rows(wh, obj, entries, target, read)
     for e in entries:
         done[e["path"]] = [e["id"], e["size"]]
     next_id = max([m.positions.get("next_file", 0), *(v[0] + 1 for v in done.values())])

@@ -12,17 +12,19 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import uuid
 
 import numpy as np
 import pyarrow as pa
 
+from .. import types as sqltypes
 from ..errors import OperationalError
 from ..operators.base import W
 from ..sources.decode import RecordDecoder
 from ..sources.kafka import KafkaTopic
 from ..sources.spec import KafkaSourceSpec
-from ..storage.catalog import SOURCE, TABLE, CatalogObject, key_name
-from ..storage.manifest import Manifest
+from ..storage.catalog import MATERIALIZED_VIEW, SOURCE, TABLE, CatalogObject, key_name
+from ..storage.manifest import PLANNED_UNDER, Manifest
 from ..storage.state_table import DELETED, StateTable
 from . import epochs, file_ingest, step
 from .watermarks import advance_watermark
@@ -158,15 +160,20 @@ def pending(wh) -> dict[str, int]:
     return out
 
 
-def read_rows(wh, obj: CatalogObject, ranges: dict[int, tuple[int, int]], epoch: int):
+def read_rows(wh, obj: CatalogObject, ranges: dict[int, tuple[int, int]], epoch: int, read: set[str] | None = None):
     """The decoded rows (declared columns, hidden row id) of the records in `ranges`, and the bad
-    records as rows of the error table."""
+    records as rows of the error table; `read`: the columns to decode (None: all), the others NULL."""
     spec = spec_of(obj)
     values, ids = _read_records(wh, spec, ranges, client_security(wh, spec, obj.name))
     declared = [c for c in obj.columns if not c.hidden]
-    decoder = RecordDecoder(declared, spec.encode, spec.delimiter, wh.engine)
+    decoder = RecordDecoder(declared, spec.encode, spec.delimiter, wh.engine, read)
     decoded = decoder.decode(values)
-    rows = decoded.rows.append_column(ROW_ID, pa.array(ids[np.asarray(decoded.good, np.int64)], pa.int64()))
+    rows = decoded.rows
+    if rows.num_columns != len(declared):
+        n = rows.num_rows
+        rows = pa.table([rows.column(c.name) if c.name in rows.column_names else
+                         pa.nulls(n, sqltypes.arrow_type(c.type)) for c in declared], names=[c.name for c in declared])
+    rows = rows.append_column(ROW_ID, pa.array(ids[np.asarray(decoded.good, np.int64)], pa.int64()))
     errors = None
     if decoded.errors:
         at = [i for i, _ in decoded.errors]
@@ -182,6 +189,37 @@ def read_rows(wh, obj: CatalogObject, ranges: dict[int, tuple[int, int]], epoch:
             "epoch": pa.array([epoch] * len(at), pa.int64()),
         }, schema=ERROR_SCHEMA)
     return rows, errors
+
+
+def decoded_columns(wh, obj: CatalogObject) -> set[str] | None:
+    """The columns a source's steps decode: those its views read (traced through each view's
+    plan down to its scan of the source) and its watermark column; None (every column) when a
+    consumer is not a view whose plan can be traced (a sink, say), or when that is all of them.
+    A table fed by a connector stores its rows, so it decodes every column."""
+    if obj.kind != SOURCE:
+        return None
+    from ..sql.plan import scan_reads
+
+    declared = [c.name for c in obj.columns if not c.hidden]
+    read: set[str] = set()
+    for consumer in wh.catalog().consumers(obj.name):
+        if consumer.kind not in (MATERIALIZED_VIEW, TABLE) or (consumer.kind == TABLE and
+                                                               not (consumer.options or {}).get("as_query")):
+            return None
+        try:
+            reads = scan_reads(wh.plan(consumer))
+        except Exception:  # noqa: BLE001 - a plan that cannot be traced reads everything
+            return None
+        if obj.name not in reads:
+            return None
+        read |= reads[obj.name]
+    spec = file_ingest.spec_of(obj) if file_ingest.is_file_source(obj) else spec_of(obj)
+    if spec.watermark_column:
+        read.add(spec.watermark_column)
+    read &= set(declared)
+    if not read:
+        read = set(declared[:1])  # records are still counted by one column
+    return None if len(read) == len(declared) else read
 
 
 def uses_spark(wh, records: int) -> bool:
@@ -224,8 +262,10 @@ def refresh_connector(wh, obj: CatalogObject) -> int:
     if target <= committed:
         return committed
     t0 = time.perf_counter()
+    catalog_version = wh.catalog().version
+    read = decoded_columns(wh, obj)
     if file_ingest.is_file_source(obj):
-        rows, bad, positions = file_ingest.read_epoch(wh, obj, m, target)
+        rows, bad, positions = file_ingest.read_epoch(wh, obj, m, target, read)
         errors = pa.table([pa.array(c, f.type) for c, f in zip(zip(*bad), ERROR_SCHEMA)], schema=ERROR_SCHEMA) \
             if bad else None
     else:
@@ -233,7 +273,7 @@ def refresh_connector(wh, obj: CatalogObject) -> int:
         recorded = recorded_offsets(wh.store, obj, target) or {}
         ends = {p: max(recorded.get(p, 0), start.get(p, 0)) for p in set(recorded) | set(start)}
         ranges = {p: (start.get(p, 0), ends[p]) for p in ends if ends[p] > start.get(p, 0)}
-        rows, errors = read_rows(wh, obj, ranges, target)
+        rows, errors = read_rows(wh, obj, ranges, target, read)
         positions = {**m.positions, "offsets": {str(p): o for p, o in sorted(ends.items())}}
     engine = wh.engine
     ctx = step.StepContext(wh, obj, m, target, False, engine)
@@ -244,6 +284,10 @@ def refresh_connector(wh, obj: CatalogObject) -> int:
     schema = step.object_schema(obj)
     delta = rows.select(schema.names).cast(schema).append_column(W, pa.array(np.ones(rows.num_rows, np.int64)))
     ctx.rows_in = rows.num_rows + (errors.num_rows if errors is not None else 0)
+    if read is None:
+        positions.pop(PLANNED_UNDER, None)
+    else:  # a view created meanwhile may read more: then this commit conflicts and the step runs again
+        positions[PLANNED_UNDER] = {"catalog": catalog_version, "step": uuid.uuid4().hex[:12]}
     spec = file_ingest.spec_of(obj) if file_ingest.is_file_source(obj) else spec_of(obj)
     positions.update(advance_watermark(spec.watermark_column, spec.watermark_delay_us, m.positions, rows, target))
     nxt = dataclasses.replace(m, positions=positions)

@@ -9,7 +9,6 @@ is dropped silently.
 """
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -55,9 +54,19 @@ def check_supported(columns: list[Column], encode: str) -> str | None:
 
 
 class RecordDecoder:
-    """Decodes lists of raw record values for one set of declared columns and one encoding."""
+    """Decodes lists of raw record values for one set of declared columns and one encoding.
 
-    def __init__(self, columns: list[Column], encode: str, delimiter: str = ",", engine: DuckEngine | None = None):
+    `read`: the names of the columns to decode (None: all). The others are not parsed at all
+    (JSON fields skipped, CSV fields not converted), so neither are their values checked; the
+    decoded rows hold only the columns read, in declared order (at least one, so that records
+    are counted)."""
+
+    def __init__(self, columns: list[Column], encode: str, delimiter: str = ",", engine: DuckEngine | None = None,
+                 read: set[str] | None = None):
+        self.fields = [c.name for c in columns]  # every field of a record (a CSV line's, in order)
+        if read is not None:
+            chosen = [c for c in columns if c.name in read]
+            columns = chosen or columns[:1]
         self.columns = columns
         self.encode = encode
         self.delimiter = delimiter
@@ -83,13 +92,14 @@ class RecordDecoder:
         if self.encode == "json":
             opts = pajson.ParseOptions(explicit_schema=self.wire, unexpected_field_behavior="ignore")
             read = pajson.ReadOptions(block_size=max(1 << 20, min(len(joined) + 1, 64 << 20)))
-            return pajson.read_json(io.BytesIO(joined), read_options=read, parse_options=opts)
+            return pajson.read_json(pa.BufferReader(pa.py_buffer(joined)), read_options=read, parse_options=opts)
         return pacsv.read_csv(
-            io.BytesIO(joined),
-            read_options=pacsv.ReadOptions(column_names=[c.name for c in self.columns],
+            pa.BufferReader(pa.py_buffer(joined)),
+            read_options=pacsv.ReadOptions(column_names=self.fields,
                                            block_size=max(1 << 20, min(len(joined) + 1, 64 << 20))),
             parse_options=pacsv.ParseOptions(delimiter=self.delimiter, newlines_in_values=True),
-            convert_options=pacsv.ConvertOptions(column_types=self.wire, strings_can_be_null=False,
+            convert_options=pacsv.ConvertOptions(column_types=self.wire, include_columns=[c.name for c in self.columns],
+                                                 strings_can_be_null=False,
                                                  quoted_strings_can_be_null=False))
 
     def _parse_one(self, value: bytes) -> str | None:

@@ -297,6 +297,27 @@ def prune_columns(root: Node) -> Node:
     return root
 
 
+def scan_reads(root: Node) -> dict[str, set[str]]:
+    """Per object the plan scans, the names of its columns the plan reads: the view's output,
+    keys, expressions, filters, groups and arguments traced down to the scan, stream keys on the
+    way (every column, for operators prune_columns does not know or a node feeding two)."""
+    nodes = list(root.walk())
+    reads: dict[str, set[str]] = {}
+    if len({id(n) for n in nodes}) != len(nodes):
+        for node in nodes:
+            if isinstance(node, Scan):
+                reads.setdefault(node.source, set()).update(c.name for c in node.columns)
+        return reads
+    needed: dict[int, set[int]] = {id(root): set(range(len(root.columns)))}
+    for node in reversed(nodes):  # parents before their children
+        out = needed.get(id(node), set()) | set(node.stream_key)
+        if isinstance(node, Scan):
+            reads.setdefault(node.source, set()).update(node.columns[i].name for i in out if i < len(node.columns))
+        for child, wants in zip(node.children, _child_reads(node, out)):
+            needed[id(child)] = needed.get(id(child), set()) | wants | set(child.stream_key)
+    return reads
+
+
 def _refs(e: exp.Expression | None) -> set[int] | None:
     """Positions of the columns `c<i>` an expression reads; None when it reads anything else."""
     out: set[int] = set()

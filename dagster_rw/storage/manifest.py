@@ -122,6 +122,13 @@ def successor(manifest: Manifest, dropped: list[str], grace_seconds: float) -> t
     return nxt, [g["key"] for g in expired] + ([] if grace_seconds > 0 else list(dropped))
 
 
+# a step whose output depends on the catalog it read (a source decoding only the columns its views
+# read) records {"catalog": version, "step": id} in its positions; its commit conflicts when the
+# catalog has moved on since (the retry reads it anew). A later commit carrying the same record
+# (compaction) is not such a step.
+PLANNED_UNDER = "planned_under_catalog"
+
+
 def publish(store: ObjectStore, versions: list[Manifest], what: str, extra=None) -> int:
     """Commit manifest versions (each one after the version its object has now) in one log entry,
     with `extra` fields (a dict, or a function of the log's state giving one: staging collected,
@@ -136,6 +143,10 @@ def publish(store: ObjectStore, versions: list[Manifest], what: str, extra=None)
             if base.get("version", 0) != m.version - 1:
                 raise conflict(f"commit of {m.object!r}",
                                f"version {m.version} was committed by another process at the same time")
+            planned = m.positions.get(PLANNED_UNDER)
+            if planned is not None and planned != base.get("positions", {}).get(PLANNED_UNDER) and \
+                    planned["catalog"] != (state.catalog or {}).get("version", 0):
+                raise conflict(f"commit of {m.object!r}", "the catalog changed while its step ran")
             commits[m.object] = garbage_as_change(base, docs[m.object])
         entry = {"commits": commits}
         entry.update((extra(state) if callable(extra) else extra) or {})
