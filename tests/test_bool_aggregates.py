@@ -1,9 +1,9 @@
 """BOOL_AND, BOOL_OR and EVERY in views, maintained as counts under inserts, updates and deletes,
-equal DuckDB's answer over the same base data on both paths (in-process and Spark)."""
+equal DuckDB's answer over the same base data on both paths (in-process and Spark; the
+workload on both paths is test_both_paths')."""
 from __future__ import annotations
 
 import pytest
-from both_paths import run_on
 from test_differential import SCHEMA, _workload_test
 
 import dagster_rw
@@ -27,9 +27,3 @@ def test_bool_aggregate_of_a_window_is_refused_by_name(conn):
     conn.execute(SCHEMA[0])
     with pytest.raises(dagster_rw.Error, match="(?i)bool_and"):
         conn.execute("CREATE MATERIALIZED VIEW w AS SELECT id, bool_and(v > 1) OVER (PARTITION BY k) AS a FROM t1")
-
-
-@pytest.mark.spark
-@pytest.mark.parametrize("engine", ["spark", "duckdb"])
-def test_bool_aggregates_on_both_paths_match_duckdb(tmp_path, spark, engine):
-    run_on(str(tmp_path / engine), spark, engine, BOOL_AGGREGATES)

@@ -1,4 +1,5 @@
-"""Join forms, equal to DuckDB's answer over the same base data on both paths.
+"""Join forms, equal to DuckDB's answer over the same base data on both paths (the workload on both
+paths is test_both_paths').
 
 NATURAL joins: the join USING every column both sides have by name (PostgreSQL's meaning), and a
 cross join (with the WHERE's equalities as keys) when they have none; NATURAL RIGHT / FULL joins
@@ -6,7 +7,6 @@ are refused by name. IS NOT DISTINCT FROM as a join key: NULL matches NULL."""
 from __future__ import annotations
 
 import pytest
-from both_paths import run_on
 from test_differential import SCHEMA, _workload_test
 
 import dagster_rw
@@ -43,9 +43,3 @@ def test_join_forms_the_engine_cannot_keep_are_refused_by_name(conn, sql, constr
         conn.execute(ddl)
     with pytest.raises(dagster_rw.Error, match=construct):
         conn.execute(f"CREATE MATERIALIZED VIEW v AS {sql}")
-
-
-@pytest.mark.spark
-@pytest.mark.parametrize("engine", ["spark", "duckdb"])
-def test_join_forms_on_both_paths_match_duckdb(tmp_path, spark, engine):
-    run_on(str(tmp_path / engine), spark, engine, NATURAL_JOINS)

@@ -1,11 +1,9 @@
 """EXCEPT ALL and INTERSECT ALL in views: each row as many times as the left side holds it more
 than the right (EXCEPT ALL) or as the lesser of the two counts (INTERSECT ALL), NULLs equal to
 NULLs; equal to DuckDB's answer over the same base data, under inserts, updates and deletes, on
-both paths."""
+both paths (the workload on both paths is test_both_paths')."""
 from __future__ import annotations
 
-import pytest
-from both_paths import run_on
 from test_differential import _workload_test
 
 SET_OPERATIONS_ALL = {
@@ -17,9 +15,3 @@ SET_OPERATIONS_ALL = {
 }
 
 test_set_operation_all_views_match_duckdb = _workload_test(SET_OPERATIONS_ALL)
-
-
-@pytest.mark.spark
-@pytest.mark.parametrize("engine", ["spark", "duckdb"])
-def test_set_operations_all_on_both_paths_match_duckdb(tmp_path, spark, engine):
-    run_on(str(tmp_path / engine), spark, engine, SET_OPERATIONS_ALL)

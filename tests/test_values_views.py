@@ -1,6 +1,6 @@
 """CREATE MATERIALIZED VIEW ... AS VALUES: its rows once (columns named column1, column2, ... as in
 PostgreSQL, or by the view's column list), read by other views like any relation; equal to
-DuckDB's answer on both paths."""
+DuckDB's answer on both paths (the workload on both paths is test_both_paths')."""
 from __future__ import annotations
 
 import pytest
@@ -35,12 +35,6 @@ def test_values_view_names_its_columns_as_postgresql(conn):
 def test_values_a_view_cannot_hold_are_refused(conn, sql, error):
     with pytest.raises(dagster_rw.Error, match=error):
         conn.execute(f"CREATE MATERIALIZED VIEW v AS {sql}")
-
-
-@pytest.mark.spark
-@pytest.mark.parametrize("engine", ["spark", "duckdb"])
-def test_values_views_on_both_paths_match_duckdb(tmp_path, spark, engine):
-    run_on(str(tmp_path / engine), spark, engine, {**VALUES_VIEWS, **OVER_VALUES})
 
 
 def test_values_views_in_process_match_duckdb(tmp_path):
