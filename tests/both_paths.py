@@ -1,5 +1,7 @@
 """A fixed workload over test_differential's schema on one path (in-process or Spark), its views
-compared with DuckDB's answer after chosen steps: for the features tested on both paths."""
+compared with DuckDB's answer after chosen steps: for the features tested on both paths. Each run
+on Spark pays its tables' loads and its steps' fixed jobs: a feature adds its views to an existing
+run (test_both_paths, test_spark_engine) rather than starting one of its own."""
 from __future__ import annotations
 
 from oracle import Oracle, assert_same
