@@ -248,11 +248,12 @@ def _swept_after_the_grace_period_only(conn, point: str) -> None:
     assert sweeping.unexplained(store) == []
 
 
-@pytest.mark.parametrize("point", ["partial", "stage"])
+@pytest.mark.parametrize("point", ["partial", "stage", "pack"])
 def test_files_a_killed_local_writer_left_are_swept_after_the_grace_period(tmp_path, point):
     """On a local folder (file times as the file system keeps them): a write cut short leaves its
-    .tmp file, an INSERT killed before its entry leaves its batch; both outlive a sweep within the
-    grace period and go once their modification time is older than it."""
+    .tmp file, an INSERT killed before its entry leaves its batch, a FLUSH killed after its pack
+    and before its entry leaves the pack and its files; all outlive a sweep within the grace period
+    and go once their modification time is older than it."""
     root = str(tmp_path / "wh")
     _schema(dagster_rw.connect(root, engine="duckdb"))
     script, acks = tmp_path / "writer.py", tmp_path / "acks.jsonl"
@@ -264,6 +265,7 @@ def test_files_a_killed_local_writer_left_are_swept_after_the_grace_period(tmp_p
     store, grace = conn.wh.store, conn.wh.options["sweep_grace_seconds"]
     left = sorted(key for key, _ in sweeping.unexplained(store))
     assert left and (point != "partial" or any(key.endswith(".tmp") for key in left)), left
+    assert point != "pack" or any(key.startswith("packs/") for key in left) and len(left) > 1, left
     assert conn.sweep() == 0 and all(os.path.exists(store.local_path(key)) for key in left)
     old = time.time() - grace - 1  # as if the grace period had passed since the kill
     for key in left[:-1]:
