@@ -47,3 +47,31 @@ def percentile(values: list[float], q: float) -> float:
     """The value below or at which a fraction `q` of `values` lie (nearest rank)."""
     ordered = sorted(values)
     return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+def tree_cpu_seconds(pid: int | None = None) -> float:
+    """CPU seconds (user + system) used so far by a process and all its descendants, living or
+    reaped (a Spark driver's JVM, its executors' Python workers): the work a phase did, which
+    other load on a shared machine inflates far less than its wall-clock time."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    parent: dict[int, int] = {}
+    times: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parent[int(entry)] = int(fields[1])
+        times[int(entry)] = sum(int(x) for x in fields[11:15]) / ticks  # utime stime cutime cstime
+    root = os.getpid() if pid is None else pid
+    total = 0.0
+    for p in times:
+        q = p
+        while q not in (0, 1, root) and q in parent:
+            q = parent[q]
+        if q == root:
+            total += times[p]
+    return total

@@ -289,7 +289,9 @@ class SparkEngine(Engine):
         from pyspark.sql import functions as F
 
         df = self._df(rel).select(*[f"`{n}`" for n in schema.names])
-        rows = df.count()
+        rows = self._rows(rel)  # at most this many, where the inputs' row counts tell
+        if rows is None:
+            rows = df.count()
         if not rows:
             return []
         range_keys = list(sort_keys if range_keys is None else range_keys)

@@ -100,7 +100,8 @@ class AggregateOp(Operator):
     def apply(self, inputs):
         (d,) = inputs
         node = self.node
-        if any(a.distinct or a.func in MINPUT or a.func in ORDERED_AGGS for a in node.aggs):
+        fused = self.fused_value_counts(d)
+        if fused is None and any(a.distinct or a.func in MINPUT or a.func in ORDERED_AGGS for a in node.aggs):
             (d,) = self.shared(d)  # read by the sums and by the value counts' step
         g = col_list(self.groups)
         gsel = g + ", " if self.groups else ""
@@ -116,7 +117,7 @@ class AggregateOp(Operator):
                              f"{sqltypes.duckdb_type(acc_t)}) AS ds{i}")
             parts.append(f"CAST(coalesce(sum(CASE WHEN {x} IS NOT NULL THEN {W} ELSE 0 END), 0) AS BIGINT) AS dn{i}")
         acc = self.state("acc")
-        dg = self.group_deltas_in_arrow(d)
+        dg = fused[0] if fused is not None else self.group_deltas_in_arrow(d)
         if dg is None:  # read by the lookup of the groups' accumulators too, where there are any
             dg = self.sql(f"SELECT {gsel}{', '.join(parts)} FROM d{group_by}", shared=bool(self.groups and acc.files),
                           d=d)
@@ -133,7 +134,7 @@ class AggregateOp(Operator):
                 rels[f"m{i}"] = self.minput_step(i, d, old)
                 joins.append(f"LEFT JOIN m{i} ON {null_safe_eq(self.groups, self.groups, 'dg', f'm{i}')}")
             elif a.func in MINPUT:
-                rels[f"p{i}"], recomputed = self.minput_step(i, d, old)
+                rels[f"p{i}"], recomputed = self.minput_step(i, d, old, fused[1] if fused is not None else None)
                 joins.append(f"LEFT JOIN p{i} ON {null_safe_eq(self.groups, self.groups, 'dg', f'p{i}')}")
                 if recomputed is not None:
                     rels[f"rc{i}"] = recomputed
@@ -349,11 +350,48 @@ class AggregateOp(Operator):
             out.append(f"CAST({e} AS {t}) AS {c}")
         return out
 
-    def minput_step(self, i: int, d, old):
+    def fused_value_counts(self, d):
+        """For a delta that SQL aggregates (a large step; on Spark) and MIN/MAX over one column
+        `v`, beside COUNT, SUM and AVG: the delta grouped once, by the groups and `v`, with the
+        weights' and the partial sums' totals, computed once; from it, the groups' changes of the
+        accumulators (a small second grouping) and the value counts' changes. Returns (dg, dm) as
+        `apply` and `minput_step` compute them on their own, or None where that does not apply.
+
+        A backfill otherwise groups its input twice, once by the groups for the sums and once by
+        groups and value for the value counts (on Spark, two passes over the join feeding it)."""
+        node = self.node
+        if isinstance(d, pa.Table) or any(a.distinct or a.func in ORDERED_AGGS for a in node.aggs):
+            return None
+        args = {a.arg for a in node.aggs if a.func in MINPUT}
+        if len(args) != 1 or any(k.startswith(f"op{node.id}.minput") for k in self.ctx.manifest.state):
+            return None
+        gsel = col_list(self.groups) + ", " if self.groups else ""
+        inner = [f"CAST(sum({W}) AS BIGINT) AS dc"]
+        outer = ["CAST(coalesce(sum(dc), 0) AS BIGINT) AS dcnt"]
+        for i, a in enumerate(node.aggs):
+            if a.func in MINPUT or a.func == "count_star":
+                continue
+            x = quote(cname(a.arg))
+            if a.func in ("sum", "avg"):
+                acc_t = sqltypes.duckdb_type(dict(self.acc_columns())[f"s{i}"])
+                inner.append(f"sum(CASE WHEN {x} IS NOT NULL THEN {x} * {W} END) AS ds{i}")
+                outer.append(f"CAST(sum(ds{i}) AS {acc_t}) AS ds{i}")
+            inner.append(f"sum(CASE WHEN {x} IS NOT NULL THEN {W} ELSE 0 END) AS dn{i}")
+            outer.append(f"CAST(coalesce(sum(dn{i}), 0) AS BIGINT) AS dn{i}")
+        v = quote(cname(args.pop()))
+        fine = self.sql(f"SELECT {gsel}{v} AS v, {', '.join(inner)} FROM d GROUP BY {gsel}{v}", shared=True, d=d)
+        group_by = f" GROUP BY {col_list(self.groups)}" if self.groups else ""
+        dg = self.sql(f"SELECT {gsel}{', '.join(outer)} FROM fine{group_by}",
+                      shared=bool(self.groups and self.state("acc").files), fine=fine)
+        dm = self.sql(f"SELECT {gsel}v, dc FROM fine WHERE v IS NOT NULL AND dc <> 0", fine=fine)
+        return dg, dm
+
+    def minput_step(self, i: int, d, old, dm=None):
         """Write the changes of aggregate i's value counts. Returns, for COUNT DISTINCT, per touched
         group the change in the number of distinct values; for MIN/MAX, per touched group the best
         added value and whether the old extreme was lost (`ins_best`, `lost`), and the recomputed
-        extreme (`rb`) of the groups that lost theirs (None when none did).
+        extreme (`rb`) of the groups that lost theirs (None when none did). `dm`: the count
+        changes, where fused_value_counts computed them.
 
         The counts live in a CountTable, so a step writes count changes without reading the old
         counts. MIN/MAX read a count only where the old extreme lost copies (did it lose its last
@@ -368,14 +406,15 @@ class AggregateOp(Operator):
                 "earlier dagster-rw, which this version cannot read: DROP it and CREATE it again")
         counts = self.state(f"vcount{i}")
         keys = self.groups + ["v"]
-        counted = self.counts_in_numpy(d, a, counts, old, i)
+        counted = self.counts_in_numpy(d, a, counts, old, i) if dm is None else None
         if counted is not None:
             self.ctx.write_now(f"op{self.node.id}.vcount{i}")  # staged: written while the step goes on
             dm, per_group = counted
         else:
-            dm = self.sql(
-                f"SELECT {gsel}{x} AS v, CAST(sum({W}) AS BIGINT) AS dc FROM d WHERE {x} IS NOT NULL "
-                f"GROUP BY {gsel}{x} HAVING sum({W}) <> 0", shared=True, d=d)
+            if dm is None:
+                dm = self.sql(
+                    f"SELECT {gsel}{x} AS v, CAST(sum({W}) AS BIGINT) AS dc FROM d WHERE {x} IS NOT NULL "
+                    f"GROUP BY {gsel}{x} HAVING sum({W}) <> 0", shared=True, d=d)
             if isinstance(dm, pa.Table):
                 counts.stage(dm.rename_columns(keys + ["cnt"]).append_column(
                     DELETED, pa.array(np.zeros(dm.num_rows, bool))))
