@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -31,6 +32,7 @@ from sqlglot.lineage import lineage as sqlglot_lineage
 from ..errors import ProgrammingError
 from ..sql import statements as st
 from ..storage.catalog import TABLE
+from . import plan_cache as _plan_cache
 
 EXPECTATIONS_FILE = "expectations.yaml"
 
@@ -107,13 +109,22 @@ def _name_secrets(conn, declared) -> None:
 
 
 class RwProject:
-    """The SQL files under `project_dir`, read once and planned into `RwObject`s in topological order."""
+    """The SQL files under `project_dir`, read once and planned into `RwObject`s in topological order.
 
-    def __init__(self, project_dir: str | os.PathLike, name: str | None = None):
+    The plan is kept in the folder `plan_cache` (by default `$DAGSTER_RW_PLAN_CACHE`, else
+    `dagster_rw/plans` in the user's cache folder; `None` keeps none), keyed by the hash of the
+    project's files and of the planner, so that another process loading the same definitions (a
+    run worker) reads it instead of planning the folder again."""
+
+    def __init__(self, project_dir: str | os.PathLike, name: str | None = None,
+                 plan_cache: str | os.PathLike | None = _plan_cache.DEFAULT):
         self.project_dir = Path(project_dir).resolve()
         if not self.project_dir.is_dir():
             raise ProgrammingError(f"SQL project folder {str(self.project_dir)!r} does not exist")
         self.name = name or self.project_dir.name
+        if plan_cache is _plan_cache.DEFAULT:
+            plan_cache = _plan_cache.default_dir()
+        self.plan_cache = Path(plan_cache) if plan_cache is not None else None
         self._objects: dict[str, RwObject] | None = None
         self._comments: dict[tuple[str, str], str] = {}  # (file, statement text) -> its doc comment
 
@@ -196,8 +207,32 @@ class RwProject:
     @property
     def objects(self) -> dict[str, RwObject]:
         if self._objects is None:
-            self._objects = self._plan()
+            if self.plan_cache is None:
+                self._objects = self._plan()
+            else:
+                files = self.sql_files() + [p for p in [self.project_dir / EXPECTATIONS_FILE] if p.is_file()]
+                key = _plan_cache.plan_key(self.project_dir, files)
+                self._objects = self._planned(_plan_cache.load(self.plan_cache, key))
+                if self._objects is None:
+                    self._objects = self._plan()
+                    _plan_cache.store(self.plan_cache, key, [_stored(o) for o in self._objects.values()])
         return self._objects
+
+    def _planned(self, stored: list[dict] | None) -> dict[str, RwObject] | None:
+        """A kept plan with the statements' text as written read back from the files, or None when
+        there is none or it does not name exactly the statements the files declare."""
+        if stored is None:
+            return None
+        written = {(d.path, _object_name(d.statement)): d.text for d in self.statements()}
+        try:
+            objects = {o.name: o for o in map(_loaded, stored)}
+        except (KeyError, TypeError, ValueError):
+            return None
+        if {(o.path, o.name) for o in objects.values()} != set(written):
+            return None
+        for o in objects.values():
+            o.deploy_sql = written[(o.path, o.name)]
+        return objects
 
     def get(self, name: str) -> RwObject:
         return self.objects[name]
@@ -267,6 +302,18 @@ class RwProject:
         for name, items in expectations.items():
             objects[name].expectations = items
         return objects
+
+
+def _stored(obj: RwObject) -> dict:
+    """A planned object as the plan cache keeps it: everything but the statement as written."""
+    return {k: v for k, v in dataclasses.asdict(obj).items() if k != "deploy_sql"}
+
+
+def _loaded(item: dict) -> RwObject:
+    item = dict(item)
+    item["columns"] = [RwColumn(**c) for c in item["columns"]]
+    item["column_lineage"] = {k: [tuple(x) for x in v] for k, v in item["column_lineage"].items()}
+    return RwObject(**item)
 
 
 def _comment_spans(script: str, start: int) -> tuple[list[tuple[int, int]], int]:
