@@ -15,6 +15,7 @@ import os
 import sys
 import time
 from collections.abc import Iterator
+from typing import NamedTuple
 
 import dagster as dg
 from dagster_pyspark import LazyPySparkResource, PySparkResource
@@ -315,10 +316,25 @@ class RwRefresh:
         name_of = {spec.key: spec_object(spec)[1] for spec in self.context.assets_def.specs}
         key_of = {name: key for key, name in name_of.items()}
         checks_of = {name: [k for k in selected_checks if k.asset_key == key_of[name]] for name in names}
-        for name in names:
-            yield from self._refresh_one(conn, name, key_of[name], checks_of[name])
-        # the checks once every selected object has committed: readers see the new epoch without
-        # waiting for them (Great Expectations alone takes seconds to import in a new run process)
+        # every selected object commits before any of their events is recorded: readers see the new
+        # epoch in every view without waiting for the run's event log (each event is a write to
+        # the instance's storage); each refresh's start and end markers still bracket its work
+        refreshed: list[_Refreshed] = []
+        try:
+            for name in names:
+                refreshed.append(self._refresh_one(conn, name, key_of[name]))
+        except Exception as e:
+            yield from self._recorded(conn, refreshed)
+            failed = names[len(refreshed)]
+            if isinstance(e, Error) and self.project.get(failed).kind == "sink":
+                # a sink that cannot deliver: report how long it has been stuck, then fail the
+                # step so the retry policy applies (views are in other runs: they go on)
+                for check_key in checks_of[failed]:
+                    yield self._check(conn, failed, check_key)
+            raise
+        yield from self._recorded(conn, refreshed)
+        # then the checks: readers do not wait for them either (Great Expectations alone takes
+        # seconds to import in a new run process)
         for name in names:
             for check_key in checks_of[name]:
                 yield self._check(conn, name, check_key)
@@ -342,7 +358,8 @@ class RwRefresh:
             span["dagster_rw/passed"] = str(result.passed)
         return result
 
-    def _refresh_one(self, conn, name: str, asset_key: dg.AssetKey, check_keys: list) -> Iterator:
+    def _refresh_one(self, conn, name: str, asset_key: dg.AssetKey) -> "_Refreshed":
+        """Bring the object to the newest epoch its inputs committed (its commit included)."""
         before = conn.wh.manifest(name)
         before_epoch = before.epoch if before.exists else None
         # in a sensor's run, an object whose inputs had nothing new since its epoch only moves to the
@@ -350,27 +367,35 @@ class RwRefresh:
         idle = (before.exists and self.context.run.tags.get(EPOCH_TAG) is not None
                 and not next(iter(conn.wh.status([name])), {}).get("lag_epochs"))
         t0 = time.perf_counter()
-        try:
-            with timed(self.context, f"refresh {name}", f"refresh {name}") as span:
-                retried = conn.wh.refresh_retries
-                epoch = conn.refresh(name, retry_conflicts=True)  # a lost commit race: step again on the winner's
-                span["dagster_rw/epoch"] = epoch
-                if conn.wh.refresh_retries > retried:
-                    span["dagster_rw/conflict_retries"] = conn.wh.refresh_retries - retried
-                    self.context.log.info(f"{name}: another writer committed it first; stepped again "
-                                          f"{conn.wh.refresh_retries - retried} time(s) from its commit")
-        except Error:
-            if self.project.get(name).kind == "sink":
-                # a sink that cannot deliver: report how long it has been stuck, then fail the
-                # step so the retry policy applies (views are in other runs: they go on)
-                for check_key in check_keys:
-                    yield self._check(conn, name, check_key)
-            raise
-        metadata = materialization_metadata(conn, name, epoch, before_epoch is None or epoch != before_epoch,
-                                            time.perf_counter() - t0)
-        if idle:
-            self.context.log_event(dg.AssetObservation(
-                asset_key=asset_key, metadata=metadata,
-                description=f"nothing new to apply: moved to epoch {epoch}, its data unchanged"))
-        else:
-            yield dg.MaterializeResult(asset_key=asset_key, metadata=metadata)
+        with timed(self.context, f"refresh {name}", f"refresh {name}") as span:
+            retried = conn.wh.refresh_retries
+            epoch = conn.refresh(name, retry_conflicts=True)  # a lost commit race: step again on the winner's
+            span["dagster_rw/epoch"] = epoch
+            if conn.wh.refresh_retries > retried:
+                span["dagster_rw/conflict_retries"] = conn.wh.refresh_retries - retried
+                self.context.log.info(f"{name}: another writer committed it first; stepped again "
+                                      f"{conn.wh.refresh_retries - retried} time(s) from its commit")
+        return _Refreshed(name, asset_key, epoch, before_epoch is None or epoch != before_epoch,
+                          time.perf_counter() - t0, idle)
+
+    def _recorded(self, conn, refreshed: list["_Refreshed"]) -> Iterator:
+        """The refreshed objects' materializations (observations for the idle ones)."""
+        for r in refreshed:
+            metadata = materialization_metadata(conn, r.name, r.epoch, r.stepped, r.seconds)
+            if r.idle:
+                self.context.log_event(dg.AssetObservation(
+                    asset_key=r.asset_key, metadata=metadata,
+                    description=f"nothing new to apply: moved to epoch {r.epoch}, its data unchanged"))
+            else:
+                yield dg.MaterializeResult(asset_key=r.asset_key, metadata=metadata)
+
+
+class _Refreshed(NamedTuple):
+    """An object a step brought to `epoch` (`stepped`: it advanced), in `seconds`."""
+
+    name: str
+    asset_key: dg.AssetKey
+    epoch: int
+    stepped: bool
+    seconds: float
+    idle: bool
