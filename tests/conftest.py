@@ -79,6 +79,10 @@ def pytest_configure(config):
     if config.option.basetemp is None and os.path.isdir("/var/tmp"):
         _BASETEMP.append(tempfile.mkdtemp(prefix="dagster_rw_tests_", dir="/var/tmp"))
         config.option.basetemp = _BASETEMP[0]
+    if not os.environ.get("DAGSTER_RW_PLAN_CACHE"):  # the tests' projects keep their plans in the run's own folder
+        plans = tempfile.mkdtemp(prefix="dagster_rw_plans_", dir="/var/tmp" if os.path.isdir("/var/tmp") else None)
+        _BASETEMP.append(plans)
+        os.environ["DAGSTER_RW_PLAN_CACHE"] = plans
 
 
 def pytest_unconfigure(config):
