@@ -50,6 +50,10 @@ def break_file(conn, key, how):
         import os
 
         os.unlink(path)
+        # a file a FLUSH packed with others is restored from its pack: lost means the pack is lost too
+        where = conn.wh.store.locate_packed(key) if conn.wh.store.locate_packed is not None else None
+        if where is not None and os.path.exists(conn.wh.store.cache_path(where[0])):
+            os.unlink(conn.wh.store.cache_path(where[0]))
     else:
         with open(path, "r+b") as f:
             f.seek(0)
