@@ -91,11 +91,14 @@ class Browser:
         """Poll a JavaScript expression until it gives something truthy (the page renders as data arrives)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            value = self.js(expression)
+            # a page still navigating may have no body yet: an expression failing on that is "not yet"
+            out = self.call("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
+            value = None if "exceptionDetails" in out else out["result"].get("value")
             if value:
                 return value
             time.sleep(0.25)
-        raise AssertionError(f"{what} within {timeout}s; the page shows: {self.js('document.body.innerText')[:2000]}")
+        shown = self.js("document.body ? document.body.innerText : ''") or ""
+        raise AssertionError(f"{what} within {timeout}s; the page shows: {shown[:2000]}")
 
     def screenshot(self, path: Path, clip: dict) -> None:
         data = self.call("Page.captureScreenshot", format="png", clip={**clip, "scale": 1})["data"]
@@ -279,9 +282,11 @@ def test_executing_a_failing_check_from_its_page_keeps_it_failed(deployment):
     # what the user sees once the page refreshes: the check Failed, naming the order by its key; the
     # checks not selected were not evaluated
     b.open(f"{url}/assets/orders?view=checks&checkDetail={BETWEEN.name}")
+    # (the evaluation's metadata can render before its status: wait for both)
     shown = b.wait_for("(() => { const t = document.body ? document.body.innerText : '';"
-                       " return t.includes('Evaluation result') && t.includes('id = 101') && t; })()",
-                       "the check's page did not show its evaluation on order 101")
+                       " return t.includes('Evaluation result\\nFailed') && t.includes('id = 101')"
+                       f" && t.includes({json.dumps(BETWEEN.name + chr(10) + 'Failed')}) && t; }})()",
+                       "the check's page did not show its failed evaluation on order 101")
     assert f"{BETWEEN.name}\nFailed" in shown and "Evaluation result\nFailed" in shown
     assert "1 of 2 rows unexpected, e.g. id = 101" in shown
     assert "key_unique_not_null\nNot Evaluated" in shown and "Skipped" not in shown
