@@ -180,7 +180,7 @@ def test_objects_with_any_quoted_name_live_under_encoded_keys(conn, warehouse):
         catalogs.key_name(n) for n in names + ["V/x"])
     assert os.path.isdir(os.path.join(warehouse, "objects", "plain", "state"))  # as before
     # nothing escaped the objects' folders ('..' is a folder name like any other)
-    assert sorted(os.listdir(warehouse)) == ["log", "objects", "row_ids", "staging"]
+    assert sorted(os.listdir(warehouse)) == ["log", "objects", "packs", "row_ids", "staging"]
     cur.execute('DROP TABLE ".."')
     cur.execute('DELETE FROM "a/b" WHERE a = 1')
     cur.execute("FLUSH")
