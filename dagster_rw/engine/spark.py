@@ -385,7 +385,8 @@ class SparkEngine(Engine):
 
     def sql(self, query: str, shared: bool = False, broadcast: tuple = (), **relations):
         spark_sql = spark_template(query, tuple(sorted(relations)))
-        small = self._small_sides(query, relations) if not broadcast else set()
+        sizes = [self._rows(r) for r in relations.values()]
+        small = self._small_sides(query, dict(zip(relations, sizes))) if not broadcast else set()
         for name, rel in relations.items():
             view = f"rw_v{next(self._ids)}"
             df = self._df(rel)
@@ -402,7 +403,6 @@ class SparkEngine(Engine):
             raise OperationalError(f"Spark could not run a step rule: {spark_error(e)}") from None
         kind = recomputable(query)
         rels = list(relations.values())
-        sizes = [self._rows(r) for r in rels]
         large = sum(1 for n in sizes if n is None or n > self.small_rows)
         depth = max((self._shuffles(r) for r in rels), default=0) + (
             0 if kind == "scan" or (kind == "join" and large <= 1) else 1)
@@ -410,16 +410,16 @@ class SparkEngine(Engine):
         self._depth[id(df)] = (df, depth, rows)
         return self.shared(df) if shared else df
 
-    def _small_sides(self, query: str, relations: dict) -> set[str]:
-        """The relations of a join that are known to be small (at most `small_rows` rows, by their
-        files' manifests or their length) while another is large or of unknown size: Spark
-        broadcasts them to the tasks reading the large one, which then is not shuffled. (Adaptive
-        execution would broadcast them too, but only after shuffling both sides.)"""
-        if len(relations) < 2 or not has_join(query):
+    def _small_sides(self, query: str, sizes: dict) -> set[str]:
+        """The relations of a join (by name: their rows where known) that are known to be small (at
+        most `small_rows` rows, by their files' manifests or their length) while another is large
+        or of unknown size: Spark broadcasts them to the tasks reading the large one, which then
+        is not shuffled. (Adaptive execution would broadcast them too, but only after shuffling
+        both sides.)"""
+        if len(sizes) < 2 or not has_join(query):
             return set()
-        sizes = {name: self._rows(rel) for name, rel in relations.items()}
         small = {name for name, rows in sizes.items() if rows is not None and rows <= self.small_rows}
-        return small if len(small) < len(relations) else set()
+        return small if len(small) < len(sizes) else set()
 
     def _shuffles(self, relation) -> int:
         """How many shuffles computing `relation` takes (1 for a DataFrame of unknown origin)."""
