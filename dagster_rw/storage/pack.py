@@ -27,6 +27,7 @@ from .local_files import move_into_place
 PACKS = "packs"
 PART_BYTES = 4 << 20  # a file larger than this is uploaded alone
 PACK_BYTES = 64 << 20  # files beyond this many bytes in one pack are uploaded alone
+_folders: set[str] = set()  # cache folders known to exist (a step's files go to a few, again and again)
 
 
 class Pack:
@@ -35,21 +36,48 @@ class Pack:
     def __init__(self, store):
         self.store = store
         self.key = f"{PACKS}/{time.time_ns():020d}-{uuid.uuid4().hex[:12]}.pack"
-        self.parts: dict[str, int] = {}  # file key -> size, in the order they were added
+        self.parts: dict[str, bytes | None] = {}  # file key -> its bytes (None: read from its copy), in order
         self.size = 0
         self._lock = threading.Lock()
 
     def take(self, path: str, key: str) -> bool:
         """Take the finished local file `path` as `key` (moved into the cache); False when it is
         too large for the pack (the caller uploads it alone)."""
-        size = os.path.getsize(path)
+        if not self._reserve(key, os.path.getsize(path), None):
+            return False
+        move_into_place(path, self.store.cache_path(key), durable=False)  # (the pack is durable)
+        self.store.known_whole(key)
+        return True
+
+    def add(self, key: str, data: bytes) -> bool:
+        """Take file `key` as its bytes: kept for the upload, and its copy put in the cache (no
+        temporary file first, no reading it back); False when it is too large for the pack."""
+        if not self._reserve(key, len(data), data):
+            return False
+        path = self.store.cache_path(key)
+        folder = os.path.dirname(path)
+        if folder not in _folders:
+            os.makedirs(folder, exist_ok=True)
+            _folders.add(folder)
+        tmp = f"{path}.{uuid.uuid4().hex}.tmp"  # (readers in this process may look for it: whole or absent)
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+        except FileNotFoundError:  # the folder was removed meanwhile (a dropped object's, a test's)
+            _folders.discard(folder)
+            os.makedirs(folder, exist_ok=True)
+            with open(tmp, "wb") as f:
+                f.write(data)
+        os.replace(tmp, path)
+        self.store.known_whole(key)
+        return True
+
+    def _reserve(self, key: str, size: int, data: bytes | None) -> bool:
         with self._lock:
             if size > PART_BYTES or self.size + size > PACK_BYTES:
                 return False
-            self.parts[key] = size
+            self.parts[key] = data
             self.size += size
-        move_into_place(path, self.store.cache_path(key), durable=False)  # (the pack is durable)
-        self.store.known_whole(key)
         return True
 
     def upload(self) -> dict:
@@ -59,9 +87,10 @@ class Pack:
         if not parts:
             return {}
         layout, chunks, offset = {}, [], 0
-        for key, size in parts.items():
-            with open(self.store.cache_path(key), "rb") as f:
-                data = f.read()
+        for key, data in parts.items():
+            if data is None:
+                with open(self.store.cache_path(key), "rb") as f:
+                    data = f.read()
             chunks.append(data)
             layout[key] = [offset, len(data)]
             offset += len(data)

@@ -29,28 +29,52 @@ def write_parquet(table: pa.Table, path: str, keys: list[str] | tuple = ()) -> N
     Larger files (merges, off the step's path, kept long) are compact: integer-like columns
     delta-encoded (bit-packed differences: sorted keys and small values take a fraction of their
     plain size), snappy."""
+    table = _required_where_no_nulls(table)
+    if table.num_rows < _COMPACT_MIN_ROWS:
+        with open(path, "wb") as f:
+            f.writelines(_step_file(table, keys))
+        return
+    delta = {f.name: "DELTA_BINARY_PACKED" for f in table.schema if pa.types.is_integer(f.type)
+             or pa.types.is_date32(f.type) or pa.types.is_timestamp(f.type)}
+    pq.write_table(table, path, compression="snappy", column_encoding=delta, use_dictionary=_strings(table))
+
+
+def parquet_bytes(table: pa.Table, keys: list[str] | tuple = ()) -> bytes:
+    """A step file's bytes, as write_parquet writes a table of fewer than _COMPACT_MIN_ROWS rows:
+    for a file that goes into a commit's pack (storage.pack) without a file of its own first."""
+    return b"".join(_step_file(_required_where_no_nulls(table), keys))
+
+
+def _required_where_no_nulls(table: pa.Table) -> pa.Table:
     fields = [f.with_nullable(table.column(i).null_count > 0) if f.nullable else f
               for i, f in enumerate(table.schema)]
     if fields != list(table.schema):
         table = pa.Table.from_arrays(table.columns, schema=pa.schema(fields, table.schema.metadata))
-    if table.num_rows < _COMPACT_MIN_ROWS and TUNING.plain_parquet_writer and plain_parquet.write(
-            table, path, [k for k in keys if k in table.schema.names]):
-        return
-    strings = [f.name for f in table.schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
-               or pa.types.is_binary(f.type) or pa.types.is_dictionary(f.type)]
-    if table.num_rows < _COMPACT_MIN_ROWS:
-        # a step file's `_epoch` holds one value (a merge's, a few): as a dictionary it takes no space
-        # the first sort key, in order, delta-encodes to a few bits a row (~1.5 ms of fsync less at 50M rows)
-        first = keys[0] if keys and keys[0] in table.schema.names else None
-        enc = {first: "DELTA_BINARY_PACKED"} if first and pa.types.is_integer(table.schema.field(first).type) else None
-        pq.write_table(table, path, compression="none", use_dictionary=strings + [
-                           c for c in (EPOCH,) if c in table.schema.names] + _few_values(table, first),
-                       column_encoding=enc,
-                       write_statistics=[k for k in keys if k in table.schema.names], write_batch_size=1 << 16)
-        return
-    delta = {f.name: "DELTA_BINARY_PACKED" for f in table.schema if pa.types.is_integer(f.type)
-             or pa.types.is_date32(f.type) or pa.types.is_timestamp(f.type)}
-    pq.write_table(table, path, compression="snappy", column_encoding=delta, use_dictionary=strings)
+    return table
+
+
+def _strings(table: pa.Table) -> list[str]:
+    return [f.name for f in table.schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
+            or pa.types.is_binary(f.type) or pa.types.is_dictionary(f.type)]
+
+
+def _step_file(table: pa.Table, keys) -> list:
+    """A small file's bytes, in pieces: by plain_parquet where it handles every column, else by
+    pyarrow (see write_parquet)."""
+    if TUNING.plain_parquet_writer:
+        chunks = plain_parquet.encode(table, [k for k in keys if k in table.schema.names])
+        if chunks is not None:
+            return chunks
+    # a step file's `_epoch` holds one value (a merge's, a few): as a dictionary it takes no space
+    # the first sort key, in order, delta-encodes to a few bits a row (~1.5 ms of fsync less at 50M rows)
+    first = keys[0] if keys and keys[0] in table.schema.names else None
+    enc = {first: "DELTA_BINARY_PACKED"} if first and pa.types.is_integer(table.schema.field(first).type) else None
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="none", use_dictionary=_strings(table) + [
+                       c for c in (EPOCH,) if c in table.schema.names] + _few_values(table, first),
+                   column_encoding=enc,
+                   write_statistics=[k for k in keys if k in table.schema.names], write_batch_size=1 << 16)
+    return [sink.getvalue()]
 
 
 _COMPACT_MIN_ROWS = 1 << 20

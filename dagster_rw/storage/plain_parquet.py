@@ -192,8 +192,19 @@ def _page_header(kind: int, size: int, count: int, encoding: int) -> bytes:
 def write(table: pa.Table, path: str, stats=()) -> bool:
     """Write `table` to `path` (one row group, one page per column; statistics for the columns
     named in `stats`), or return False, writing nothing, when a column's type is not handled."""
-    if table.num_rows == 0 or not supported(table.schema):
+    chunks = encode(table, stats)
+    if chunks is None:
         return False
+    with open(path, "wb") as f:
+        f.writelines(chunks)
+    return True
+
+
+def encode(table: pa.Table, stats=()) -> list | None:
+    """`table` as a Parquet file's bytes, in pieces (see write), or None when a column's type is
+    not handled."""
+    if table.num_rows == 0 or not supported(table.schema):
+        return None
     n = table.num_rows
     chunks: list = [b"PAR1"]
     offset = 4
@@ -270,9 +281,7 @@ def write(table: pa.Table, path: str, stats=()) -> bool:
                      (5, "list", ("struct", [[(1, "bin", b"ARROW:schema"), (2, "bin", schema_meta)]])),
                      (6, "bin", CREATED_BY.encode()), (7, "list", ("struct", orders))])
     chunks += [bytes(footer), len(footer).to_bytes(4, "little"), b"PAR1"]
-    with open(path, "wb") as f:
-        f.writelines(chunks)
-    return True
+    return chunks
 
 
 _schemas: dict[pa.Schema, bytes] = {}

@@ -18,7 +18,7 @@ from . import sst_cache
 from . import manifest as manifests
 from .manifest import SstFile
 from .object_store import ObjectStore
-from .parquet_io import EPOCH, write_parquet
+from .parquet_io import EPOCH, parquet_bytes, write_parquet
 from .tuning import TUNING
 
 DELETED = "_del"
@@ -507,6 +507,9 @@ class StateTable:
         return merged.filter(pc.invert(merged.column(DELETED))) if full_merge else merged
 
 
+PACKED_ROWS = 100_000  # a step file of fewer rows goes into its commit's pack (if small enough in bytes)
+
+
 class PreparedSst:
     """A step file whose name and rows are fixed (Arrow rows sorted, and cached for this process's
     readers) but which is not written yet: `finish()` writes and uploads it (or, with `pack`
@@ -525,11 +528,22 @@ class PreparedSst:
                        rows=self.table.num_rows if self.table is not None else 0, bytes=0)
 
     def finish(self) -> SstFile:
-        tmp = os.path.join(self.store.scratch_dir(), f"{uuid.uuid4().hex}.parquet")
         if self.order is not None:  # sorted here, on the writer thread; the cache gets the sorted rows
             self.table, self.order = self.table.take(pa.array(self.order())), None
             sst_cache.replace(self.store.cache_path(self.key), self.table)
-        if self.table is not None:
+        if self.table is not None and self.pack is not None and self.table.num_rows < PACKED_ROWS:
+            # a small file of a commit that packs its files: encoded in memory, into the pack as is
+            data = parquet_bytes(self.table, self.sort_keys)
+            if self.pack.add(self.key, data):
+                sst_cache.written(self.store.cache_path(self.key))
+                return SstFile(key=self.key, epoch_from=self.epoch_from, epoch_to=self.epoch_to,
+                               rows=self.table.num_rows, bytes=len(data))
+        tmp = os.path.join(self.store.scratch_dir(), f"{uuid.uuid4().hex}.parquet")
+        if self.table is not None and self.pack is not None and self.table.num_rows < PACKED_ROWS:
+            with open(tmp, "wb") as f:  # too large for the pack after all: a file of its own
+                f.write(data)
+            rows = self.table.num_rows
+        elif self.table is not None:
             write_parquet(self.table, tmp, self.sort_keys)
             rows = self.table.num_rows
         else:
