@@ -113,7 +113,7 @@ def main(argv: list[str]) -> int:
             if w is large:
                 mem = memory()
                 print(f"  after a block of {large_rows:,}: RssAnon {mem['RssAnon'] / 2**20:.0f} MB, "
-                      f"RssFile {mem['RssFile'] / 2**20:.0f} MB, cache {sst_cache._bytes / 2**20:.0f} MB, "
+                      f"RssFile {mem['RssFile'] / 2**20:.0f} MB, cache {sst_cache.files._bytes / 2**20:.0f} MB, "
                       f"mapped files {len(sst_cache.mapped_columns.mapped_files())}", flush=True)
     s, la = statistics.median(small.times), statistics.median(large.times)
     print(f"{args.change:,}-row epoch over {small_rows:,} rows, fully cached: median {s:.3f}s "

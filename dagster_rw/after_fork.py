@@ -76,8 +76,8 @@ def _module_caches() -> None:
     with_locks = []
     sst_cache = _module("storage.sst_cache")
     if sst_cache is not None:
-        with_locks += [sst_cache._lock, sst_cache._holder_lock]
-        sst_cache._holder_locks.clear()  # per-map locks, made again on first use
+        with_locks += [sst_cache.files._lock, sst_cache.table_index._holder_lock]
+        sst_cache.table_index._holder_locks.clear()  # per-map locks, made again on first use
     key_codes = _module("storage.key_codes")
     if key_codes is not None:
         with_locks.append(key_codes._sort_lock)

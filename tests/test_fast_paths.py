@@ -43,7 +43,7 @@ def test_sparse_index_search_equals_numpy_searchsorted(keys, wanted, side):
     needles = np.sort(np.array(wanted, np.int64))
     # the sparse path only runs for few needles: force it
     with tuned(sparse_index_min_rows=0 if len(needles) * 16 <= len(haystack) else -1, sparse_index_stride=4):
-        got = sst_cache._search(haystack, needles, side) if len(haystack) else np.searchsorted(haystack, needles)
+        got = sst_cache.search._search(haystack, needles, side) if len(haystack) else np.searchsorted(haystack, needles)
     assert got.tolist() == np.searchsorted(haystack, needles, side=side).tolist()
 
 
@@ -201,7 +201,7 @@ def test_sparse_index_search_on_a_large_file():
     haystack = np.sort(rng.integers(0, 1 << 40, TUNING.sparse_index_min_rows + 12345))
     needles = np.sort(np.concatenate([rng.choice(haystack, 3000), rng.integers(-5, 1 << 41, 3000)]))
     for side in ("left", "right"):
-        assert (sst_cache._search(haystack, needles, side) == np.searchsorted(haystack, needles, side=side)).all()
+        assert (sst_cache.search._search(haystack, needles, side) == np.searchsorted(haystack, needles, side=side)).all()
 
 
 @pytest.fixture(params=["numpy", "polars"])

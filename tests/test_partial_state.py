@@ -12,7 +12,7 @@ import cluster_workload
 
 @pytest.fixture
 def small_cache():
-    limit = sst_cache._LIMIT
+    limit = sst_cache.files._LIMIT
     sst_cache.clear()
     yield 64 << 10  # files over 8 KB decoded are mapped
     sst_cache.set_limit(limit)
@@ -40,4 +40,4 @@ def test_small_epochs_over_mapped_state_match_duckdb(tmp_path, small_cache, seed
     # the table's own state, the join's and the top-N's were read through their mapped columns
     for object_state in ("/orders/state/output/", "/sales/state/", "/top_orders/state/"):
         assert any(object_state in path for path in seen), (object_state, sorted(seen))
-    assert sst_cache._bytes <= small_cache  # the cache kept to its bound throughout
+    assert sst_cache.files._bytes <= small_cache  # the cache kept to its bound throughout

@@ -49,14 +49,14 @@ def test_rows_from_reads_a_few_rows_per_file_up_to_the_nearest_unread_row(tmp_pa
 def test_state_table_reads_and_lookups_match_a_dict_model(tmp_path_factory, data, key_type, composite, mapped):
     """`mapped`: every file is read through mapped columns, as files too large for the cache are."""
     sst_cache.clear()
-    fraction = sst_cache._MAP_FRACTION
-    sst_cache._MAP_FRACTION = 0 if mapped else fraction
+    fraction = sst_cache.files._MAP_FRACTION
+    sst_cache.files._MAP_FRACTION = 0 if mapped else fraction
     try:
         stored, mapped_now = _state_table_against_model(tmp_path_factory, data, key_type, composite)
         if mapped and stored:
             assert mapped_now, "no file was mapped"
     finally:
-        sst_cache._MAP_FRACTION = fraction
+        sst_cache.files._MAP_FRACTION = fraction
         sst_cache.clear()
 
 
@@ -109,7 +109,7 @@ def _state_table_against_model(tmp_path_factory, data, key_type, composite):
             data.draw(st.booleans())
         got = table.rows_from(start, count, descending=down)
         if got is None:  # files whose key cannot be searched in-process (a mapped file's strings)
-            assert key_type == "str" and sst_cache._MAP_FRACTION == 0
+            assert key_type == "str" and sst_cache.files._MAP_FRACTION == 0
             continue
         rows, frontier = got
         found = {(r["k1"], r["k2"]): r["v"] for r in ENGINE.to_arrow(rows).to_pylist()}
