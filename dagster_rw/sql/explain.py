@@ -104,6 +104,8 @@ def _describe(node: Node) -> tuple[str, str]:
         arg = child.columns[node.arg].name if node.arg is not None else ("*" if node.func == "count" else "")
         if node.func in ("lag", "lead"):
             arg += f", {node.offset}" + (f", {child.columns[node.default].name}" if node.default is not None else "")
+        if node.func == "nth_value":
+            arg += f", {node.offset}"
         frame = f", frame: {node.frame}" if node.frame else ""
         return (f"StreamOverWindow {{ function: {node.func}({arg}), partition: {part}, order: [{order}]{frame} }}",
                 state)

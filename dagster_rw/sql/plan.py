@@ -255,17 +255,19 @@ class TopN(Node):
 class OverWindow(Node):
     """A window function OVER (PARTITION BY ... ORDER BY ... [ROWS | RANGE frame]): a ranking one
     (row_number, rank, dense_rank), an offset one (lag, lead: the value `offset` rows before or
-    after, else `default`) or an aggregate (count, sum, avg, min, max) over a child column (`arg`;
-    None for count(*)). The child's columns, then the function's value as one more column (typed as
+    after, else `default`), a value one (first_value, last_value, nth_value: the argument at the
+    frame's first, last or `offset`-th row) or an aggregate (count, sum, avg, min, max) over a child
+    column (`arg`; None for count(*)). The child's columns, then the function's value as one more column (typed as
     the last column says). Stream key: the child's."""
 
     child: Node | None = None
-    func: str = "row_number"  # row_number, rank, dense_rank, lag, lead, count, sum, avg, min, max
+    func: str = "row_number"  # row_number, rank, dense_rank, lag, lead, first_value, last_value, nth_value,
+    # count, sum, avg, min, max
     partition: list[int] = field(default_factory=list)  # child columns
     order: list[OrderKey] = field(default_factory=list)  # over child columns
-    arg: int | None = None  # an aggregate's or lag/lead's argument (child column)
+    arg: int | None = None  # an aggregate's, lag/lead's or a value function's argument (child column)
     frame: str = ""  # "ROWS | RANGE BETWEEN ... AND ...", or "" for SQL's default frame
-    offset: int = 1  # lag / lead: how many rows back / ahead
+    offset: int = 1  # lag / lead: how many rows back / ahead; nth_value: n
     default: int | None = None  # lag / lead: the child column giving the value past the partition's edge
 
     @property

@@ -13,6 +13,8 @@ AGG_FUNCS = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min",
 WINDOW_FUNCS = {exp.RowNumber: "row_number", exp.Rank: "rank", exp.DenseRank: "dense_rank"}
 WINDOW_AGGS = {t: n for t, n in AGG_FUNCS.items() if n in ("count", "sum", "avg", "min", "max")}
 WINDOW_OFFSETS = {exp.Lag: "lag", exp.Lead: "lead"}
+BIT_AGGS = {exp.BitwiseAndAgg: "bit_and", exp.BitwiseOrAgg: "bit_or", exp.BitwiseXorAgg: "bit_xor"}
+WINDOW_VALUES = {exp.FirstValue: "first_value", exp.LastValue: "last_value", exp.NthValue: "nth_value"}
 SUBQUERY_ALIAS = "_rw_sq"  # the aliases of FROM items the planner makes of subqueries begin so
 
 
@@ -92,12 +94,16 @@ def output_name(item: exp.Expression) -> str:
         return WINDOW_FUNCS[type(item.this)]
     if isinstance(item, exp.Window) and type(item.this) in WINDOW_OFFSETS:
         return WINDOW_OFFSETS[type(item.this)]
+    if isinstance(item, exp.Window) and type(item.this) in WINDOW_VALUES:
+        return WINDOW_VALUES[type(item.this)]
     if isinstance(item, exp.Column):
         return item.name
     if isinstance(item, exp.Cast) and isinstance(item.this, exp.Column):
         return item.this.name
     if type(item) in AGG_FUNCS:
         return AGG_FUNCS[type(item)]
+    if type(item) in BIT_AGGS:
+        return BIT_AGGS[type(item)]
     if isinstance(item, (exp.Explode, exp.Unnest)):  # PostgreSQL's names for the set-returning functions
         return "unnest"
     if isinstance(item, exp.GenerateSeries):

@@ -1,5 +1,6 @@
-"""Window functions in a select list (OverWindow): row_number, rank, dense_rank, lag, lead and the
-window aggregates with ROWS and RANGE frames."""
+"""Window functions in a select list (OverWindow): row_number, rank, dense_rank, lag, lead,
+first_value, last_value, nth_value and the window aggregates; frames (ROWS, RANGE) on the value
+functions and the aggregates."""
 from __future__ import annotations
 
 from sqlglot import exp
@@ -8,7 +9,15 @@ from ... import types as sqltypes
 from ...errors import ProgrammingError
 from ..plan import Agg, Col, Node, OrderKey, OverWindow, cname
 from ..rewrites.context import Context
-from ..syntax import AGG_FUNCS, WINDOW_AGGS, WINDOW_FUNCS, WINDOW_OFFSETS, transform_top_down, without_windows
+from ..syntax import (
+    AGG_FUNCS,
+    WINDOW_AGGS,
+    WINDOW_FUNCS,
+    WINDOW_OFFSETS,
+    WINDOW_VALUES,
+    transform_top_down,
+    without_windows,
+)
 from .aggregates import INT_TYPES
 from .scope import Scope
 
@@ -48,9 +57,24 @@ class WindowFunctions:
                         raise self.refuse(f"an aggregate inside {name}()", w)
             if w.args.get("order") is None:
                 raise self.refuse(f"{name}() without ORDER BY (the row before or after would be arbitrary)", w)
+        elif type(fn) in WINDOW_VALUES:
+            name = WINDOW_VALUES[type(fn)]
+            arg = fn.this
+            if arg is None or isinstance(arg, (exp.Order, exp.Distinct, exp.Star)) or \
+                    any(v for k, v in fn.args.items() if k not in ("this", "offset")):
+                raise self.refuse(f"this {name}() call: {w.sql(dialect='postgres')}", w)
+            for n in arg.walk():
+                if type(n) in AGG_FUNCS or isinstance(n, (exp.AggFunc, exp.Window)):
+                    raise self.refuse(f"an aggregate inside {name}()", w)
+            if type(fn) is exp.NthValue:
+                nth_of(self, w)
+            if w.args.get("order") is None:
+                raise self.refuse(f"{name}() without ORDER BY (which row comes first would be arbitrary)", w)
+            window_frame(self, w)
         elif type(fn) not in WINDOW_FUNCS:
             raise self.refuse("window functions other than row_number(), rank(), dense_rank(), count(), sum(), "
-                              f"avg(), min(), max(), lag() and lead(): {w.sql(dialect='postgres')}", w)
+                              "avg(), min(), max(), lag(), lead(), first_value(), last_value() and nth_value(): "
+                              f"{w.sql(dialect='postgres')}", w)
         elif any(v for v in fn.args.values()):
             raise self.refuse(f"arguments to {WINDOW_FUNCS[type(fn)]}()", w)
         elif w.args.get("spec") is not None:
@@ -123,8 +147,13 @@ class WindowFunctions:
                         bound = self.sum_argument(node, bound)
                     arg = add(bound, w.this.this.sql(dialect="postgres"))
                 frame = window_frame(self, w)
-            func = WINDOW_FUNCS.get(type(w.this)) or WINDOW_OFFSETS.get(type(w.this)) or WINDOW_AGGS[type(w.this)]
-            specs.append((func, part, order, arg, frame, default, offset_of(self, w)))
+            elif type(w.this) in WINDOW_VALUES:
+                arg = add(self.bind(w.this.this, scope), w.this.this.sql(dialect="postgres"))
+                frame = window_frame(self, w)
+            func = WINDOW_FUNCS.get(type(w.this)) or WINDOW_OFFSETS.get(type(w.this)) or \
+                WINDOW_VALUES.get(type(w.this)) or WINDOW_AGGS[type(w.this)]
+            n = nth_of(self, w) if type(w.this) is exp.NthValue else offset_of(self, w)
+            specs.append((func, part, order, arg, frame, default, n))
         extra_pos = [add(e, f"_rw_o{i}") for i, e in enumerate(self.order_exprs_over_input(q, scope, select_items))]
         cur: Node = self.project(node, pre_exprs, pre_names)
         rank_pos: dict[str, int] = {}  # identical window calls share one rank column
@@ -136,7 +165,7 @@ class WindowFunctions:
                 frame = range_frame(self, w, frame, [cur.columns[o.column].type for o in order])
             if arg is None:
                 out_type = "bigint"
-            elif func in ("lag", "lead"):
+            elif func in ("lag", "lead") or type(w.this) in WINDOW_VALUES:
                 out_type = cur.columns[arg].type
             else:
                 out_type = self.agg_type(Agg(func=func, arg=arg), cur)
@@ -187,6 +216,19 @@ def offset_of(planner: Context, w: exp.Window) -> int:
         raise planner.refuse(f"a {WINDOW_OFFSETS[type(w.this)]}() offset that is not a non-negative integer "
                              f"constant: {offset.sql(dialect='postgres')}", w)
     return int(offset.this)
+
+
+def nth_of(planner: Context, w: exp.Window) -> int:
+    """nth_value's n: a positive integer constant."""
+    n = w.this.args.get("offset")
+    sign, lit = (-1, n.this) if isinstance(n, exp.Neg) else (1, n)
+    if not (isinstance(lit, exp.Literal) and not lit.is_string and str(lit.this).isdigit()):
+        raise planner.refuse(f"an nth_value() position that is not an integer constant: "
+                             f"{n.sql(dialect='postgres') if n is not None else '(none)'}", w)
+    if sign * int(lit.this) <= 0:
+        raise ProgrammingError(f"in {planner.obj!r}: argument of nth_value must be greater than zero"
+                               f"{planner.where(w)}")
+    return int(lit.this)
 
 
 # the order of frame bounds: a frame's start may not come after its end
