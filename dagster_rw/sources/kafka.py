@@ -2,6 +2,10 @@
 
 No consumer group and no committed offsets in Kafka: the warehouse records the offsets it reached
 with each epoch, so reading is a pure function of (partition, start, end).
+
+Records are not read through the consumer's poll, which builds a Python object per record: fetch
+requests go out through the consumer's connections (its protocol layer: metadata, SASL, retries
+of the connection) and the record sets they return are decoded in bulk (kafka_records).
 """
 from __future__ import annotations
 
@@ -9,19 +13,26 @@ import threading
 import time
 from dataclasses import dataclass
 
-from ..errors import OperationalError
+import numpy as np
 
-_CONSUMERS: dict[str, object] = {}  # one consumer per cluster, assigned the partitions of each read
+from ..errors import OperationalError
+from . import kafka_records
+
+_CONSUMERS: dict[str, object] = {}  # one consumer per cluster and login, its connections shared by reads
 _MAX_CONSUMERS = 8
 _LOCK = threading.Lock()
+_FETCH_BYTES = 64 << 20  # per fetch response (a broker may send less)
+_PARTITION_FETCH_BYTES = 16 << 20
+_FETCH_WAIT_MS = 100
+_IN_FLIGHT = 3  # fetch requests of one read at a time (kafka-python allows 5 per connection)
 
 
 @dataclass
 class PartitionRecords:
-    """The records of one partition between two offsets: their offsets and raw values."""
+    """The records of one partition between two offsets: their offsets (int64) and raw values."""
 
     partition: int
-    offsets: list[int]
+    offsets: np.ndarray
     values: list[bytes | None]
 
 
@@ -106,86 +117,176 @@ class KafkaTopic:
 
         ListOffsets(latest) is not trusted (Tansu answers the base offset of the last batch plus
         one); a fetch response's high watermark is. So fetch from one before the listed end and take
-        the high watermark of a response that carried records at or after that offset.
+        the high watermark of a response that carried a batch ending at or after that offset (a
+        transaction marker counts: it holds no record for a reader, but it has an offset).
         """
         from kafka import TopicPartition
 
         c = self._consumer()
         parts = [TopicPartition(self.topic, p) for p in self.partitions()]
         try:
-            listed = {tp: int(o) for tp, o in c.end_offsets(parts).items()}
+            listed = {tp.partition: int(o) for tp, o in c.end_offsets(parts).items()}
         except Exception as e:
             raise self._fail("cannot read end offsets", e) from None
-        out = {tp.partition: 0 for tp in parts if listed[tp] == 0}
-        waiting = [tp for tp in parts if listed[tp] > 0]
+        out = {p: 0 for p, o in listed.items() if o == 0}
+        waiting = {p: o - 1 for p, o in listed.items() if o > 0}
         if not waiting:
             return out
         with _LOCK:
             try:
-                c.assign(waiting)
-                for tp in waiting:
-                    c.seek(tp, listed[tp] - 1)
+                fetch = _Fetch(self, c)
                 deadline = time.monotonic() + self.timeout
-                pending = set(waiting)
-                while pending:
+                while waiting:
                     if time.monotonic() > deadline:
-                        raise self._fail("no fetch response for end offsets", f"partitions {sorted(t.partition for t in pending)}")
-                    for tp, recs in c.poll(timeout_ms=200).items():
-                        if tp in pending and recs and recs[-1].offset >= listed[tp] - 1:
-                            hw = c.highwater(tp)
-                            out[tp.partition] = max(int(hw) if hw is not None else 0, listed[tp])
-                            pending.discard(tp)
+                        raise self._fail("no fetch response for end offsets", f"partitions {sorted(waiting)}")
+                    fetch.send_all(waiting)
+                    p, at, data = fetch.wait()
+                    nxt = kafka_records.next_offset(data.records or b"") if data is not None else None
+                    if nxt is not None and nxt > at:
+                        out[p] = max(int(data.high_watermark), listed[p])
+                        del waiting[p]
             except OperationalError:
                 raise
             except Exception as e:
                 raise self._fail("cannot read end offsets", e) from None
-            finally:
-                c.assign([])
         return out
 
     def read(self, ranges: dict[int, tuple[int, int]]) -> list[PartitionRecords]:
         """Every record with start <= offset < end of each partition (partitions in ascending order)."""
-        from kafka import TopicPartition
+        out = []
+        for p, parts in sorted(self.read_records(ranges).items()):
+            values: list[bytes | None] = []
+            for r in parts:
+                values.extend(r.values())
+            offsets = np.concatenate([r.offsets for r in parts]) if parts else np.zeros(0, np.int64)
+            out.append(PartitionRecords(p, offsets, values))
+        return out
 
+    def read_records(self, ranges: dict[int, tuple[int, int]]) -> dict[int, list[kafka_records.Records]]:
+        """The records with start <= offset < end of each partition, decoded in bulk from the
+        record sets of fetch requests sent through kafka-python's connections: one request per
+        partition in flight at a time, the next one sent as soon as a response's batch headers
+        say where it stops, before its records are decoded."""
         ranges = {p: r for p, r in ranges.items() if r[1] > r[0]}
-        out = {p: PartitionRecords(p, [], []) for p in sorted(ranges)}
+        out: dict[int, list[kafka_records.Records]] = {p: [] for p in ranges}
         if not ranges:
-            return list(out.values())
+            return out
         c = self._consumer()
-        tps = {p: TopicPartition(self.topic, p) for p in ranges}
         with _LOCK:
             try:
-                c.assign(list(tps.values()))
-                for p, tp in tps.items():
-                    c.seek(tp, ranges[p][0])
-                pending = set(ranges)
-                last_progress = time.monotonic()
-                while pending:
-                    batch = c.poll(timeout_ms=500)
-                    if batch:
-                        last_progress = time.monotonic()
-                    elif time.monotonic() - last_progress > self.timeout:
-                        got = {p: (out[p].offsets[-1] + 1 if out[p].offsets else ranges[p][0]) for p in pending}
-                        raise self._fail("records recorded in an epoch could not be read (retention?)",
-                                         f"stalled at {got}, wanted up to {({p: ranges[p][1] for p in pending})}")
-                    for tp, recs in batch.items():
-                        p = tp.partition
-                        if p not in pending:
-                            continue
-                        start, end = ranges[p]
-                        part = out[p]
-                        for r in recs:
-                            if start <= r.offset < end:
-                                part.offsets.append(r.offset)
-                                part.values.append(r.value)
-                        if c.position(tp) >= end:
-                            pending.discard(p)
-                            c.pause(tp)
+                _Fetch(self, c).read(ranges, out)
             except OperationalError:
                 raise
+            except kafka_records.CorruptRecords as e:
+                raise self._fail("cannot decode records", e) from None
             except Exception as e:
                 raise self._fail("cannot read records", e) from None
-            finally:
-                c.resume(*tps.values())
-                c.assign([])
-        return list(out.values())
+        return out
+
+
+class _Fetch:
+    """Fetch requests sent through a consumer's connections (kafka-python's protocol layer), one
+    per partition in flight at a time, and their answers in the order they were sent."""
+
+    def __init__(self, topic: KafkaTopic, consumer):
+        self.topic = topic
+        self.manager = consumer._manager
+        self.in_flight: dict[int, tuple[int, object, threading.Event]] = {}  # partition -> (offset, future, done)
+        self.last_progress = time.monotonic()
+
+    def send(self, p: int, offset: int) -> None:
+        """Send partition p's fetch from `offset` (not when its leader is not known yet: then
+        ask for the metadata, and the next send_all tries again)."""
+        from kafka import TopicPartition
+        from kafka.protocol.consumer import FetchRequest
+
+        node = self.manager.cluster.leader_for_partition(TopicPartition(self.topic.topic, p))
+        if node is None or node == -1:
+            self.manager.cluster.request_update()
+            return
+        part = FetchRequest.FetchTopic.FetchPartition(
+            partition=p, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,
+            log_start_offset=-1, partition_max_bytes=_PARTITION_FETCH_BYTES)
+        request = FetchRequest(
+            max_wait_ms=_FETCH_WAIT_MS, min_bytes=1, max_bytes=_FETCH_BYTES, isolation_level=0, session_id=0,
+            session_epoch=-1, topics=[FetchRequest.FetchTopic(topic=self.topic.topic, partitions=[part])],
+            forgotten_topics_data=[], rack_id="", max_version=12)
+        done = threading.Event()
+        future = self.manager.call_soon(self.manager.send, request, node)
+        future.add_both(lambda _: done.set())
+        self.in_flight[p] = (offset, future, done)
+
+    def send_all(self, positions: dict[int, int]) -> None:
+        """A fetch for each partition of `positions` that has none in flight (a few at a time)."""
+        for p in sorted(set(positions) - set(self.in_flight)):
+            if len(self.in_flight) >= _IN_FLIGHT:
+                break
+            self.send(p, positions[p])
+
+    def wait(self):
+        """The answer to the oldest fetch: (partition, offset fetched, its partition data), the
+        data None after a retriable failure. Raises when nothing moved for the topic's timeout."""
+        from kafka import errors as Errors
+
+        stalled = time.monotonic() - self.last_progress > self.topic.timeout
+        if not self.in_flight:  # no leader known yet: wait for the metadata
+            if stalled:
+                raise self.topic._fail("cannot fetch", "no leader known for the topic's partitions")
+            time.sleep(0.1)
+            return None, None, None
+        p = next(iter(self.in_flight))  # one connection answers in order; so, mostly, do several
+        offset, future, done = self.in_flight.pop(p)
+        if not done.wait(self.topic.timeout + 30):
+            raise self.topic._fail("cannot fetch", f"no fetch response for partition {p}")
+        if future.failed():
+            if not isinstance(future.exception, Errors.RetriableError) or stalled:
+                raise future.exception
+            self.manager.cluster.request_update()
+            time.sleep(0.1)
+            return p, offset, None
+        data = None
+        for t in future.value.responses:
+            for part in t.partitions:
+                if t.topic == self.topic.topic and part.partition_index == p:
+                    data = part
+        error = Errors.for_code(data.error_code) if data is not None else Errors.NoError
+        if error is Errors.OffsetOutOfRangeError:
+            raise self.topic._fail("records recorded in an epoch could not be read (retention?)",
+                                   f"offset {offset} of partition {p} is out of range")
+        if error is not Errors.NoError:
+            if not issubclass(error, Errors.RetriableError) or stalled:
+                raise error(f"partition {p}")
+            self.manager.cluster.request_update()
+            time.sleep(0.1)
+            return p, offset, None
+        return p, offset, data
+
+    def read(self, ranges: dict[int, tuple[int, int]], out: dict[int, list[kafka_records.Records]]) -> None:
+        """The records of `ranges` into `out`. A partition's next fetch goes out as soon as a
+        response's batch headers say where it stops, before its records are decoded."""
+        position = {p: start for p, (start, _) in ranges.items()}
+        pending = dict(position)
+        while pending:
+            self.send_all(pending)
+            p, fetched, data = self.wait()
+            if data is None:
+                continue
+            start, end = ranges[p]
+            buf = data.records or b""
+            nxt = kafka_records.next_offset(buf)
+            if nxt is None or nxt <= fetched:
+                if time.monotonic() - self.last_progress > self.topic.timeout:
+                    raise self.topic._fail("records recorded in an epoch could not be read (retention?)",
+                                           f"stalled at {({q: position[q] for q in pending})}, "
+                                           f"wanted up to {({q: ranges[q][1] for q in pending})}")
+                continue
+            self.last_progress = time.monotonic()
+            position[p] = nxt
+            if nxt >= end:
+                del pending[p]
+            else:
+                pending[p] = nxt
+                self.send(p, nxt)
+            records, _ = kafka_records.decode(buf, max(start, fetched), end)
+            if len(records):
+                out[p].append(records)
