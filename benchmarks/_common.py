@@ -1,6 +1,9 @@
 """What the benchmarks share: the local services the test suite runs (a Tansu Kafka broker, moto's
-S3 server over HTTP), the repetition of a timed run, and percentiles. A benchmark runs from the
-repository's root as `python benchmarks/<name>.py`; this module sits beside it."""
+S3 server over HTTP), the repetition of a timed run, percentiles, and the figures a benchmark
+writes into docs/performance.md with `--write-docs`: its table between its marker comments
+(`<!-- <name>:begin -->` and `<!-- <name>:end -->`), naming the command, the machine and the load.
+A benchmark runs from the repository's root as `python benchmarks/<name>.py`; this module sits
+beside it."""
 from __future__ import annotations
 
 import importlib.util
@@ -75,3 +78,101 @@ def tree_cpu_seconds(pid: int | None = None) -> float:
         if q == root:
             total += times[p]
     return total
+
+
+# -- figures written into the docs (--write-docs) ---------------------------------------------------
+
+DOCS = os.path.join(ROOT, "docs", "performance.md")
+
+
+def add_docs_arguments(parser) -> None:
+    """A benchmark's `--write-docs` (write its figures table into the docs between its markers)
+    and `--docs-path` (the Markdown file written; docs/performance.md by default)."""
+    parser.add_argument("--write-docs", action="store_true",
+                        help="write the figures table into --docs-path between this benchmark's marker comments")
+    parser.add_argument("--docs-path", default=DOCS, help="the Markdown file --write-docs writes (default %(default)s)")
+
+
+def machine() -> str:
+    """The machine as figures name it: the CPU's model name (/proc/cpuinfo) and its core count (the
+    processors the kernel lists)."""
+    model, cores = None, 0
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "processor":
+                    cores += 1
+                elif key.strip() == "model name" and model is None:
+                    model = value.strip()
+    except OSError:
+        pass
+    cores = cores or os.cpu_count() or 0
+    return f"{model or 'unknown CPU'}, {cores} core{'s' if cores != 1 else ''}"
+
+
+def load_average() -> float:
+    """The 1-minute load average: how busy the machine was besides the benchmark."""
+    return os.getloadavg()[0]
+
+
+def command(script: str, argv: list[str]) -> str:
+    """The command line that measured the figures, without the options that only say where they go."""
+    kept, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--write-docs" or arg.startswith("--docs-path="):
+            continue
+        elif arg == "--docs-path":
+            skip = True
+        else:
+            kept.append(arg)
+    return " ".join(["python", f"benchmarks/{os.path.basename(script)}"] + kept)
+
+
+def markdown_table(head: list[str], rows: list[list]) -> str:
+    """A Markdown table: a header row, its separator and one line per row."""
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(str(x) for x in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def figures_block(cmd: str, load_start: float, body: str) -> str:
+    """The figures as the docs show them: what measured them, on which machine, under what load
+    (the 1-minute load average at the start and at the end of the run), then `body`."""
+    when = time.strftime("%Y-%m-%d", time.gmtime())
+    return (f"`{cmd}` on {when}, {machine()}, load average {load_start:.1f} at the start and "
+            f"{load_average():.1f} at the end (1 minute):\n\n{body.strip()}\n")
+
+
+def replace_marked(text: str, name: str, block: str) -> str:
+    """`text` with what lies between the marker comments `<!-- name:begin -->` and
+    `<!-- name:end -->` (each on a line of its own, once) replaced by `block`."""
+    begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+    lines = text.split("\n")
+    starts = [i for i, line in enumerate(lines) if line.strip() == begin]
+    ends = [i for i, line in enumerate(lines) if line.strip() == end]
+    if len(starts) != 1 or len(ends) != 1 or ends[0] < starts[0]:
+        raise ValueError(f"expected one line {begin!r} and, after it, one line {end!r} "
+                         f"(found {len(starts)} and {len(ends)}): add them where the figures go")
+    body = block.strip("\n").split("\n") + [""] if block.strip() else []  # a blank line ends a table
+    return "\n".join(lines[:starts[0] + 1] + body + lines[ends[0]:])
+
+
+def check_docs(path: str, name: str) -> None:
+    """Fail now, before the run, if `path` lacks the markers of `name`."""
+    with open(path) as f:
+        replace_marked(f.read(), name, "")
+
+
+def write_docs(path: str, name: str, block: str) -> None:
+    """Write `block` into the Markdown file `path` between the markers of `name` (replace_marked)."""
+    with open(path) as f:
+        text = f.read()
+    new = replace_marked(text, name, block)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w") as f:
+        f.write(new)
+    os.replace(tmp, path)
+    print(f"wrote the figures into {path} between the {name} markers", flush=True)

@@ -31,6 +31,7 @@ latency.
 
     python benchmarks/epoch_cost.py                                  # everything
     python benchmarks/epoch_cost.py --views 3,13 --rows 10 --where local,s3 --epochs 5
+    python benchmarks/epoch_cost.py --write-docs   # the table into docs/performance.md (epoch_cost markers)
 """
 from __future__ import annotations
 
@@ -50,7 +51,8 @@ from collections import Counter
 
 import numpy as np
 import pyarrow as pa
-from _common import moto_s3, percentile
+from _common import (add_docs_arguments, check_docs, command, figures_block, load_average, markdown_table,
+                     moto_s3, percentile, write_docs)
 
 warnings.filterwarnings("ignore")
 
@@ -240,6 +242,33 @@ def report(results: list[dict]) -> None:
                       f"{got[large] / got[small]:.2f}x  (views {large / small:.2f}x)")
 
 
+def markdown(results: list[dict]) -> str:
+    """report()'s table and ratios for the docs."""
+    rows = []
+    for r in results:
+        row = ["folder" if r["where"] == "local" else "moto S3", r["views"], f"{r['rows']:,}", r["epochs"],
+               f"{r['median'] * 1000:,.0f} ms", f"{r['p99'] * 1000:,.0f} ms"]
+        if r["kinds"] is None:
+            row += [""] * (len(KINDS) + 1)
+        else:
+            row += [f"{r['kinds'][k]:.1f}" for k in KINDS] + [f"{per_day(r['kinds']):.2f}"]
+        rows.append(row)
+    out = [markdown_table(["where", "views", "rows per epoch", "epochs", "median", "p99"] + list(KINDS)
+                          + ["requests $/day at 1 epoch/s"], rows)]
+    ratios = []
+    for where in dict.fromkeys(r["where"] for r in results):
+        for rows_per_epoch in dict.fromkeys(r["rows"] for r in results):
+            got = {r["views"]: r["median"] for r in results if r["where"] == where and r["rows"] == rows_per_epoch}
+            sizes = sorted(got)
+            place = "folder" if where == "local" else "moto S3"
+            ratios += [f"{place}, {rows_per_epoch:,}-row epochs: {large} views over {small}, "
+                       f"{got[large] / got[small]:.2f}x the median (the views {large / small:.2f}x)"
+                       for small, large in zip(sizes, sizes[1:])]
+    if ratios:
+        out.append("\n".join(f"- {line}" for line in ratios))
+    return "\n\n".join(out)
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--views", default="3,13,50", help="pipeline sizes, comma-separated")
@@ -248,12 +277,16 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--epochs", type=int, default=None,
                         help=f"measured epochs per configuration (default {EPOCHS}, {EPOCHS_LARGE} for "
                              f"10,000 rows or 50 views)")
+    add_docs_arguments(parser)
     args = parser.parse_args(argv)
     view_counts = [int(x) for x in args.views.split(",")]
     row_counts = [int(x) for x in args.rows.split(",")]
     wheres = [w.strip() for w in args.where.split(",")]
     if any(w not in ("local", "s3") for w in wheres):
         parser.error("--where takes local and/or s3")
+    if args.write_docs:
+        check_docs(args.docs_path, "epoch_cost")
+    load_start = load_average()
 
     scratch = tempfile.mkdtemp(prefix="epoch_cost-")
     saved_tempdir = tempfile.tempdir
@@ -276,6 +309,8 @@ def main(argv: list[str]) -> int:
         tempfile.tempdir = saved_tempdir
         shutil.rmtree(scratch, ignore_errors=True)
     report(results)
+    if args.write_docs:
+        write_docs(args.docs_path, "epoch_cost", figures_block(command(__file__, argv), load_start, markdown(results)))
     return 0
 
 

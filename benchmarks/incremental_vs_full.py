@@ -18,9 +18,11 @@ Prints both times, their ratio, and the FLUSH growth between sizes.
 
     python benchmarks/incremental_vs_full.py            # 5M and 50M rows
     python benchmarks/incremental_vs_full.py 1000000    # other sizes
+    python benchmarks/incremental_vs_full.py --write-docs   # the table into docs/performance.md
 """
 from __future__ import annotations
 
+import argparse
 import gc
 import os
 
@@ -40,7 +42,8 @@ warnings.filterwarnings("ignore")
 
 import dagster_rw
 from dagster_rw.engine.spark import local_session
-from _common import best_of
+from _common import (add_docs_arguments, best_of, check_docs, command, figures_block, load_average,
+                     markdown_table, write_docs)
 from visit_data import VIEW, info, visits
 
 FIXED_CHANGE = 5_000
@@ -110,8 +113,35 @@ class Size:
         conn.close()
 
 
+def markdown(runs: list[Size], warmup: dict[int, float]) -> str:
+    """The figures main() prints, as a table for the docs."""
+    rows = []
+    for r in runs:
+        sustained = sorted(r.times["sustained"])
+        p90 = sustained[int(0.9 * len(sustained))]
+        rows.append([f"{r.rows:,}", f"{r.change:,}", f"{warmup[r.rows]:.3f} s", f"{r.flush_s:.3f} s",
+                     f"{r.fixed_s:.3f} s", f"{statistics.mean(sustained):.3f} s / {p90:.3f} s / {sustained[-1]:.3f} s",
+                     f"{r.full:.3f} s", f"{r.full / r.flush_s:.1f}x"])
+    out = markdown_table(["rows", "change per epoch", "first FLUSH", f"FLUSH (median of {RUNS})",
+                          f"FLUSH of {FIXED_CHANGE:,} rows (median of {FIXED_RUNS})",
+                          f"{SUSTAINED} more: mean / p90 / max", "Spark full recompute", "ratio"], rows)
+    if len(runs) >= 2:
+        first, last = runs[0], runs[-1]
+        out += (f"\n\nFLUSH growth from {first.rows:,} to {last.rows:,} rows: {last.flush_s / first.flush_s:.2f}x "
+                f"(the change {last.change / first.change:.0f}x); with a fixed {FIXED_CHANGE:,}-row change "
+                f"{last.fixed_s / first.fixed_s:.2f}x.")
+    return out
+
+
 def main(argv: list[str]) -> int:
-    sizes = [int(a) for a in argv] or [5_000_000, 50_000_000]
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("sizes", nargs="*", type=int, help="rows of the fact table per size (default 5M and 50M)")
+    add_docs_arguments(parser)
+    args = parser.parse_args(argv)
+    sizes = args.sizes or [5_000_000, 50_000_000]
+    if args.write_docs:
+        check_docs(args.docs_path, "incremental_vs_full")
+    load_start = load_average()
     spark = local_session(conf={"spark.driver.memory": "8g"})
     root = os.environ.get("BENCH_DIR") or tempfile.mkdtemp(prefix="rw_bench_")
     runs = [Size(rows, spark, root) for rows in sizes]
@@ -146,6 +176,9 @@ def main(argv: list[str]) -> int:
               f"median over median: "
               f"{statistics.median(last.times['sustained']) / statistics.median(first.times['sustained']):.2f}x")
     shutil.rmtree(root, ignore_errors=True)
+    if args.write_docs:
+        write_docs(args.docs_path, "incremental_vs_full",
+                   figures_block(command(__file__, argv), load_start, markdown(runs, warmup)))
     return 0
 
 
