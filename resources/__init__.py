@@ -13,15 +13,19 @@ import json
 import os
 
 import dagster as dg
-from dagster_pyspark import LazyPySparkResource
 
 from dagster_rw.dagster import RwResource
 
 
-def pyspark_resource() -> LazyPySparkResource | None:
-    """The Spark session's settings as a dagster_pyspark resource, if the environment gives them."""
+def pyspark_resource():
+    """The Spark session's settings as a dagster_pyspark LazyPySparkResource, if the environment
+    gives them (dagster_pyspark, and PySpark with it, is imported only then)."""
     config = os.environ.get("DAGSTER_RW_SPARK_CONFIG")
-    return LazyPySparkResource(spark_config=json.loads(config)) if config else None
+    if not config:
+        return None
+    from dagster_pyspark import LazyPySparkResource
+
+    return LazyPySparkResource(spark_config=json.loads(config))
 
 
 def rw_resource() -> RwResource:

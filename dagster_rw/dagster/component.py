@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
-from dagster_pyspark import LazyPySparkResource
 from pydantic import BaseModel, Field
 
 from .asset_decorator import build_rw_assets
@@ -123,7 +122,11 @@ class RwProjectComponent(dg.Component, dg.Resolvable, dg.Model):
         if not path.is_absolute():
             path = Path(context.path) / path
         project = RwProject(path, name=self.name)
-        pyspark = LazyPySparkResource(spark_config=dict(self.spark_config)) if self.spark_config is not None else None
+        pyspark = None
+        if self.spark_config is not None:
+            from dagster_pyspark import LazyPySparkResource
+
+            pyspark = LazyPySparkResource(spark_config=dict(self.spark_config))
         resource = RwResource(warehouse=self.warehouse, s3_endpoint_url=self.s3_endpoint_url, spark=self.spark,
                               pyspark=pyspark, engine=self.engine)
         assets = build_rw_assets(project, translator=DagsterRwTranslator(engines=resource.engine_kinds(),

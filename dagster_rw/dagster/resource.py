@@ -18,8 +18,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 import dagster as dg
-from dagster_pyspark import LazyPySparkResource, PySparkResource
-from pydantic import Field, PrivateAttr
+from pydantic import Field, PrivateAttr, field_validator
 
 from .. import dbapi
 from ..errors import Error
@@ -65,7 +64,9 @@ class RwResource(dg.ConfigurableResource):
     spark: str = Field(default="local", description="'local', 'local[N]' or a Spark Connect URL sc://host:port; "
                                                     "unused when `pyspark` is given.")
     spark_conf: dict[str, str] = Field(default_factory=dict, description="Settings for an embedded local session.")
-    pyspark: dg.ResourceDependency[LazyPySparkResource | PySparkResource | None] = Field(
+    # typed as any resource so that loading the definitions does not import dagster_pyspark (and
+    # PySpark with it) in every run worker; the validator below admits only dagster_pyspark's two
+    pyspark: dg.ResourceDependency[dg.ConfigurableResource | None] = Field(
         default=None,
         description="A dagster_pyspark resource whose session runs every Spark step (in place of `spark` and "
                     "`spark_conf`): the same spark_config (master or spark.remote, packages, S3 settings, "
@@ -91,6 +92,17 @@ class RwResource(dg.ConfigurableResource):
 
     _conn: dbapi.Connection | None = PrivateAttr(default=None)
     _spark_started: float | None = PrivateAttr(default=None)
+
+    @field_validator("pyspark")
+    @classmethod
+    def _a_pyspark_resource(cls, value):
+        if value is not None:
+            from dagster_pyspark import LazyPySparkResource, PySparkResource
+
+            if not isinstance(value, LazyPySparkResource | PySparkResource):
+                raise ValueError(f"pyspark: a dagster_pyspark LazyPySparkResource or PySparkResource, "
+                                 f"not {type(value).__name__}")
+        return value
 
     # -- connection ----------------------------------------------------------------------------
     def _spark_factory(self):
@@ -179,7 +191,7 @@ class RwResource(dg.ConfigurableResource):
         return {"merged": merged, "swept": conn.sweep()}
 
 
-def _pyspark_session(resource: LazyPySparkResource | PySparkResource):
+def _pyspark_session(resource):
     """The session of a dagster_pyspark resource (a lazy one builds it now), with the settings
     dagster-rw's steps depend on."""
     from dagster_pyspark.resources import spark_session_from_config
