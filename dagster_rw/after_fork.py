@@ -78,9 +78,9 @@ def _module_caches() -> None:
     if sst_cache is not None:
         with_locks += [sst_cache.files._lock, sst_cache.table_index._holder_lock]
         sst_cache.table_index._holder_locks.clear()  # per-map locks, made again on first use
-    key_codes = _module("storage.key_codes")
-    if key_codes is not None:
-        with_locks.append(key_codes._sort_lock)
+    sorting = _module("storage.sorting")
+    if sorting is not None:
+        with_locks.append(sorting._sort_lock)
     warehouse_files = _module("storage.warehouse_files")
     if warehouse_files is not None:
         keep(*warehouse_files._filesystems.values(), *warehouse_files._clients.values())

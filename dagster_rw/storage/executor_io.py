@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .key_codes import nulls_first_order, sorted_for_file
+from .sorting import nulls_first_order, sorted_for_file
 from .parquet_io import write_parquet
 from .warehouse_files import WarehouseFiles
 

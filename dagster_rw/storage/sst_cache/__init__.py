@@ -13,15 +13,13 @@ costs a small epoch what its keys touch.
 
 The package's modules: `files` (the cache and its byte bound), `file_index` (one file's indexes),
 `search` (lookups in one file) and `table_index` (indexes over a state table's files); key codes
-and sorting are `storage.key_codes`. Callers reach all of them as `sst_cache.<name>`.
+are `storage.key_codes` and sorts `storage.sorting`. Callers reach all of them as `sst_cache.<name>`.
 """
 from __future__ import annotations
 
 from .. import mapped_columns
-from ..key_codes import (
-    decode_codes, hash_order, is_small_int, key_codes, key_hash, local_hash, order_codes, sort_indices,
-    sort_values, sorted_for_file, sorted_order,
-)
+from ..key_codes import decode_codes, is_small_int, key_codes, key_hash, local_hash
+from ..sorting import hash_order, order_codes, sort_indices, sort_values, sorted_for_file, sorted_order
 from . import file_index, files, search, table_index  # noqa: F401 - their state: tests, after_fork
 from .file_index import build_indexes, has_tombstones
 from .files import (

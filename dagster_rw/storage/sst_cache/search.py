@@ -6,7 +6,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..key_codes import _encode, _int_like, _searchable, is_small_int, sort_values
+from ..key_codes import _encode, _int_like, _searchable, is_small_int
+from ..sorting import sort_values
 from ..tuning import TUNING
 from .files import _File, _file
 from .file_index import _dense, _filter, _index, _slot, _sparse
