@@ -22,6 +22,7 @@ from ..engine.duck import DuckEngine, quote
 from ..storage.catalog import Column
 
 ENCODINGS = ("json", "csv")
+_JSON_BLOCK = 8 << 20  # bytes of JSON text per block of pyarrow's reader (one thread each)
 FILE_ENCODINGS = ("json", "csv", "parquet")
 # declared type -> the Arrow type pyarrow's JSON reader produces for it; the rest is read as text
 _JSON_WIRE = {
@@ -91,7 +92,9 @@ class RecordDecoder:
         """Records one per line, parsed in one go."""
         if self.encode == "json":
             opts = pajson.ParseOptions(explicit_schema=self.wire, unexpected_field_behavior="ignore")
-            read = pajson.ReadOptions(block_size=max(1 << 20, min(len(joined) + 1, 64 << 20)))
+            # blocks of a few MB are parsed by several threads at once; a record longer than a
+            # block fails the batch, and is then parsed alone (see _bisect) in a block of its size
+            read = pajson.ReadOptions(block_size=max(1 << 20, min(len(joined) + 1, _JSON_BLOCK)))
             return pajson.read_json(pa.BufferReader(pa.py_buffer(joined)), read_options=read, parse_options=opts)
         return pacsv.read_csv(
             pa.BufferReader(pa.py_buffer(joined)),
@@ -119,7 +122,7 @@ class RecordDecoder:
         single bad records: a few bad records among many cost a few extra passes, not one parse per
         record. Returns the parsed (positions, table) chunks in order, and (position, cause) of the bad."""
         try:
-            table = self._parse([values[i] for i in idx])
+            table = self._parse(values if len(idx) == len(values) else [values[i] for i in idx])
             if table.num_rows == len(idx):
                 return [(idx, table)], []
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
@@ -133,14 +136,17 @@ class RecordDecoder:
 
     def decode(self, values: list[bytes | None]) -> Decoded:
         errors: list[tuple[int, str]] = []
-        idx = []
-        for i, v in enumerate(values):
-            if v is None:
-                errors.append((i, "null record value"))
-            elif not v.strip():
-                errors.append((i, "empty record"))
-            else:
-                idx.append(i)
+        if _all_present(values):
+            idx = list(range(len(values)))  # no null, empty or blank record: nothing to set aside
+        else:
+            idx = []
+            for i, v in enumerate(values):
+                if v is None:
+                    errors.append((i, "null record value"))
+                elif not v.strip():
+                    errors.append((i, "empty record"))
+                else:
+                    idx.append(i)
         wire = None
         if idx:
             parsed, bad = self._bisect(values, idx)
@@ -252,6 +258,14 @@ class RecordDecoder:
         bad_set = {pos for pos, _ in bad}
         keep = [pos for pos in range(wire.num_rows) if pos not in bad_set]
         return Decoded(rows.take(pa.array(keep, pa.int64())), keep, sorted(bad))
+
+
+def _all_present(values) -> bool:
+    """Whether no value is null, empty or blank (checked without a Python loop per value)."""
+    try:
+        return None not in values and all(values) and not any(map(bytes.isspace, values))
+    except TypeError:  # a value that is not bytes: the loop per value decides
+        return False
 
 
 # Text Arrow's kernels read exactly as DuckDB's casts do (where both read it at all): a date with an
