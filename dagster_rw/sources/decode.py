@@ -151,7 +151,7 @@ class RecordDecoder:
         if idx:
             parsed, bad = self._bisect(values, idx)
             errors.extend(bad)
-            idx = [i for chunk, _ in parsed for i in chunk]
+            idx = parsed[0][0] if len(parsed) == 1 else [i for chunk, _ in parsed for i in chunk]
             wire = pa.concat_tables([t for _, t in parsed]) if parsed else None
         if wire is None or wire.num_rows == 0:
             errors.sort()

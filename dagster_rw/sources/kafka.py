@@ -154,11 +154,13 @@ class KafkaTopic:
     def read(self, ranges: dict[int, tuple[int, int]]) -> list[PartitionRecords]:
         """Every record with start <= offset < end of each partition (partitions in ascending order)."""
         out = []
-        for p, parts in sorted(self.read_records(ranges).items()):
-            values: list[bytes | None] = []
-            for r in parts:
-                values.extend(r.values())
+        records = self.read_records(ranges)
+        for p in sorted(records):
+            parts = records.pop(p)
             offsets = np.concatenate([r.offsets for r in parts]) if parts else np.zeros(0, np.int64)
+            values: list[bytes | None] = []
+            while parts:  # each response's buffer goes as soon as its values are out
+                values.extend(parts.pop(0).values())
             out.append(PartitionRecords(p, offsets, values))
         return out
 
