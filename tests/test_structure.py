@@ -182,3 +182,67 @@ def test_the_layer_check_sees_an_upward_import():
     units["storage"].add("runtime")  # as if storage imported the runtime
     assert "runtime" not in ALLOWED["storage"]
     assert _cycles(units) != []
+
+
+# -- the warehouse as steps and sinks see it ----------------------------------------------------
+# Steps and sinks take the warehouse as `wh` typed by a narrow Protocol (runtime/interfaces.py);
+# what they touch of it must be declared there, so that the interface is the whole truth.
+NARROW = {
+    "runtime/step.py": "StepWarehouse", "runtime/ingest.py": "StepWarehouse",
+    "runtime/file_ingest.py": "StepWarehouse", "runtime/compaction.py": "StepWarehouse",
+    "runtime/view_errors.py": "StepWarehouse",
+    "sinks/definition.py": "SinkWarehouse", "sinks/delivery.py": "SinkWarehouse", "sinks/table.py": "SinkWarehouse",
+}
+
+
+def _protocol_members() -> dict[str, set[str]]:
+    """Each Protocol of runtime/interfaces.py: its members, with those of the protocols it extends."""
+    tree = ast.parse((ROOT / "runtime" / "interfaces.py").read_text())
+    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+
+    def members(name: str) -> set[str]:
+        cls = classes[name]
+        own = {n.name for n in cls.body if isinstance(n, ast.FunctionDef)}
+        own |= {n.target.id for n in cls.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
+        for base in cls.bases:
+            if isinstance(base, ast.Name) and base.id in classes:
+                own |= members(base.id)
+        return own
+
+    return {name: members(name) for name in classes}
+
+
+def _warehouse_uses(path: pathlib.Path) -> set[str]:
+    """The attributes read of `wh` or `self.wh` in a module."""
+    used = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Attribute):
+            v = node.value
+            if (isinstance(v, ast.Name) and v.id == "wh") or (
+                    isinstance(v, ast.Attribute) and v.attr == "wh" and isinstance(v.value, ast.Name)
+                    and v.value.id == "self"):
+                used.add(node.attr)
+    return used
+
+
+def test_steps_and_sinks_use_only_their_interface_of_the_warehouse():
+    protocols = _protocol_members()
+    beyond = {rel: sorted(_warehouse_uses(ROOT / rel) - protocols[proto]) for rel, proto in NARROW.items()}
+    assert {rel: attrs for rel, attrs in beyond.items() if attrs} == {}
+    assert all(_warehouse_uses(ROOT / rel) for rel in NARROW)  # (the walk finds what each uses)
+
+
+def test_the_warehouse_implements_its_interfaces():
+    from dagster_rw.runtime.warehouse import Warehouse
+
+    tree = ast.parse((ROOT / "runtime" / "warehouse.py").read_text())
+    init = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "__init__")
+    instance_state = {t.attr for n in ast.walk(init) if isinstance(n, (ast.Assign, ast.AnnAssign))
+                      for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                      if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"}
+    assert {"store", "engine", "options"} <= instance_state
+    for proto, members in _protocol_members().items():
+        if proto == "SinkService":
+            continue
+        missing = sorted(m for m in members if m not in instance_state and not hasattr(Warehouse, m))
+        assert missing == [], (proto, missing)

@@ -25,6 +25,7 @@ from ..errors import CommitConflict
 from ..storage import manifest as manifests
 from ..storage.manifest import SstFile
 from ..storage.state_table import StateTable
+from .interfaces import StepWarehouse
 
 log = logging.getLogger("dagster_rw")
 
@@ -51,7 +52,7 @@ def _lower_priority() -> None:
 
 
 class Compactor:
-    def __init__(self, wh):
+    def __init__(self, wh: StepWarehouse):
         self.wh = wh
         self._merges: dict[tuple[str, str], _Merge] = {}  # (object, state table) -> merge in flight
         self._lock = threading.Lock()

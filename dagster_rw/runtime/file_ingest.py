@@ -36,6 +36,7 @@ from ..storage.catalog import CatalogObject, Column
 from ..storage.log import log_of
 from ..storage.manifest import Manifest
 from . import epochs
+from .interfaces import StepWarehouse
 
 SOURCE_FILES = "source_files"  # key of the per-source files taken in an epoch record
 ID_SHIFT = 40
@@ -51,7 +52,7 @@ def spec_of(obj: CatalogObject) -> FileSourceSpec:
     return FileSourceSpec.from_options(obj.options)
 
 
-def location(wh, obj: CatalogObject) -> dict:
+def location(wh: StepWarehouse, obj: CatalogObject) -> dict:
     """Where the files are, credentials in clear (for this process and the Spark tasks it starts)."""
     from .secrets import clear_value
 
@@ -64,7 +65,7 @@ def location(wh, obj: CatalogObject) -> dict:
             "secret": clear_value(wh, spec.secret, "s3.credentials.secret", what)}
 
 
-def _list(wh, obj: CatalogObject, fresh: bool) -> list[tuple[str, int]]:
+def _list(wh: StepWarehouse, obj: CatalogObject, fresh: bool) -> list[tuple[str, int]]:
     """The source's files; a listing younger than refresh.interval.sec serves unless `fresh`."""
     key = (getattr(wh.store, "url", None), obj.name, obj.created_epoch)
     now = time.monotonic()
@@ -102,7 +103,7 @@ def recorded_files(store, obj: CatalogObject, after: int, upto: int) -> list[dic
     return out
 
 
-def barrier_files(wh, sources: list[CatalogObject]):
+def barrier_files(wh: StepWarehouse, sources: list[CatalogObject]):
     """The part of a barrier's `extra` for file sources: given the newest epoch, the files every
     source takes. It runs inside the barrier's log entry, on the log's newest state."""
     listed: dict[str, list | None] = {}  # listed once per barrier, not once per retry
@@ -143,7 +144,7 @@ def barrier_files(wh, sources: list[CatalogObject]):
     return extra
 
 
-def pending(wh, obj: CatalogObject) -> int:
+def pending(wh: StepWarehouse, obj: CatalogObject) -> int:
     """How many of the source's files no barrier has taken (by a listing at most
     refresh.interval.sec old)."""
     try:
@@ -155,7 +156,7 @@ def pending(wh, obj: CatalogObject) -> int:
     return sum(1 for path, _ in listed if path not in taken)
 
 
-def sealed_unapplied(wh, obj: CatalogObject, m: Manifest, upto: int) -> int:
+def sealed_unapplied(wh: StepWarehouse, obj: CatalogObject, m: Manifest, upto: int) -> int:
     """Files recorded in epochs up to `upto` that the source has not read yet."""
     done = done_files(m)
     return sum(1 for e in recorded_files(wh.store, obj, m.epoch, upto) if e["path"] not in done)
@@ -224,7 +225,7 @@ class _PieceDecoder:
         return rows.cast(self.target), ids, errors
 
 
-def read_rows(wh, obj: CatalogObject, entries: list[dict], epoch: int, read: set[str] | None = None):
+def read_rows(wh: StepWarehouse, obj: CatalogObject, entries: list[dict], epoch: int, read: set[str] | None = None):
     """The decoded rows (declared columns, hidden row id) of the files in `entries` (each one's
     recorded pieces; pieces None: the whole file), and the bad records as tuples of the error
     table's columns; `read`: the columns to decode (None: all), the others NULL. More than a piece's worth of bytes is read and decoded in parallel threads
@@ -275,15 +276,15 @@ def read_rows(wh, obj: CatalogObject, entries: list[dict], epoch: int, read: set
     return rows, errors
 
 
-def _uses_spark(wh, nbytes: int) -> bool:
+def _uses_spark(wh: StepWarehouse, nbytes: int) -> bool:
     choice = wh.options["engine"]
     if choice == "spark":
         return True
-    return choice == "auto" and wh._spark_engine is not None and \
+    return choice == "auto" and wh.has_spark and \
         nbytes > wh.options["source_spark_threshold_bytes"]
 
 
-def read_epoch(wh, obj: CatalogObject, m: Manifest, target: int, read: set[str] | None = None):
+def read_epoch(wh: StepWarehouse, obj: CatalogObject, m: Manifest, target: int, read: set[str] | None = None):
     """What a step of the source reads: the files recorded for epochs (committed, target] that it
     has not read (`read`: the columns to decode, None: all); returns (rows, bad records as tuples,
     the manifest's positions after the step)."""
@@ -300,13 +301,13 @@ def read_epoch(wh, obj: CatalogObject, m: Manifest, target: int, read: set[str] 
     return rows, errors, {**m.positions, "files": done, "next_file": next_id}
 
 
-def snapshot_rows(wh, obj: CatalogObject, m: Manifest):
+def snapshot_rows(wh: StepWarehouse, obj: CatalogObject, m: Manifest):
     """A source's rows as of its committed epoch: every file it has read, read again whole."""
     entries = [{"path": p, "id": v[0], "size": v[1], "pieces": None} for p, v in sorted(done_files(m).items())]
     return read_rows(wh, obj, entries, m.epoch)[0]
 
 
-def status_fields(wh, obj: CatalogObject, m: Manifest) -> dict:
+def status_fields(wh: StepWarehouse, obj: CatalogObject, m: Manifest) -> dict:
     spec = spec_of(obj)
     out = {"source_location": spec.root if spec.kind == "posix" else f"s3://{spec.bucket}",
            "source_files": len(done_files(m))}

@@ -28,6 +28,7 @@ from ..storage.manifest import PLANNED_UNDER, Manifest
 from ..storage.state_table import DELETED, StateTable
 from . import epochs, file_ingest, step
 from .watermarks import advance_watermark
+from .interfaces import StepWarehouse
 
 SOURCE_OFFSETS = "source_offsets"  # key of the per-source end offsets in an epoch record
 ERRORS = "errors"  # a connector object's state table of bad records
@@ -50,7 +51,7 @@ def spec_of(obj: CatalogObject) -> KafkaSourceSpec:
     return KafkaSourceSpec.from_options(obj.options)
 
 
-def client_security(wh, spec: KafkaSourceSpec, name: str) -> dict:
+def client_security(wh: StepWarehouse, spec: KafkaSourceSpec, name: str) -> dict:
     """kafka-python's settings for the source's security protocol and SASL login, the password
     read in clear here, where the consumer is made (it is stored sealed: storage.secrets)."""
     if spec.sasl_mechanism is None:
@@ -62,7 +63,7 @@ def client_security(wh, spec: KafkaSourceSpec, name: str) -> dict:
             "sasl_plain_password": clear_value(wh, spec.sasl_password, "properties.sasl.password", f"source {name!r}")}
 
 
-def topic_of(wh, obj: CatalogObject, timeout: float = 10.0) -> KafkaTopic:
+def topic_of(wh: StepWarehouse, obj: CatalogObject, timeout: float = 10.0) -> KafkaTopic:
     spec = spec_of(obj)
     return KafkaTopic(spec.bootstrap, spec.topic, timeout, client_security(wh, spec, obj.name))
 
@@ -94,14 +95,14 @@ def recorded_offsets(store, obj: CatalogObject, upto: int) -> dict[int, int] | N
     return None
 
 
-def _previous(wh, obj: CatalogObject, newest: int) -> dict[int, int]:
+def _previous(wh: StepWarehouse, obj: CatalogObject, newest: int) -> dict[int, int]:
     prev = dict(committed_offsets(wh.manifest(obj.name)))
     for p, o in (recorded_offsets(wh.store, obj, newest) or {}).items():
         prev[p] = max(prev.get(p, 0), o)
     return prev
 
 
-def barrier_offsets(wh):
+def barrier_offsets(wh: StepWarehouse):
     """The `extra` for epochs.barrier: given the newest epoch, every Kafka source's end offsets
     and the files every file source takes."""
     connectors = [o for o in wh.catalog().objects.values() if is_connector(o)]
@@ -137,7 +138,7 @@ def barrier_offsets(wh):
     return extra
 
 
-def pending(wh) -> dict[str, int]:
+def pending(wh: StepWarehouse) -> dict[str, int]:
     """Per source, how many records sit in Kafka beyond what the newest barrier took."""
     newest = epochs.newest_epoch(wh.store)
     out = {}
@@ -160,7 +161,7 @@ def pending(wh) -> dict[str, int]:
     return out
 
 
-def read_rows(wh, obj: CatalogObject, ranges: dict[int, tuple[int, int]], epoch: int, read: set[str] | None = None):
+def read_rows(wh: StepWarehouse, obj: CatalogObject, ranges: dict[int, tuple[int, int]], epoch: int, read: set[str] | None = None):
     """The decoded rows (declared columns, hidden row id) of the records in `ranges`, and the bad
     records as rows of the error table; `read`: the columns to decode (None: all), the others NULL."""
     spec = spec_of(obj)
@@ -191,7 +192,7 @@ def read_rows(wh, obj: CatalogObject, ranges: dict[int, tuple[int, int]], epoch:
     return rows, errors
 
 
-def decoded_columns(wh, obj: CatalogObject) -> set[str] | None:
+def decoded_columns(wh: StepWarehouse, obj: CatalogObject) -> set[str] | None:
     """The columns a source's steps decode: those its views read (traced through each view's
     plan down to its scan of the source) and its watermark column; None (every column) when a
     consumer is not a view whose plan can be traced (a sink, say), or when that is all of them.
@@ -222,12 +223,12 @@ def decoded_columns(wh, obj: CatalogObject) -> set[str] | None:
     return None if len(read) == len(declared) else read
 
 
-def uses_spark(wh, records: int) -> bool:
+def uses_spark(wh: StepWarehouse, records: int) -> bool:
     choice = wh.options["engine"]
     return choice == "spark" or (choice == "auto" and records > wh.options["source_spark_threshold_records"])
 
 
-def _read_records(wh, spec: KafkaSourceSpec, ranges: dict[int, tuple[int, int]], security: dict):
+def _read_records(wh: StepWarehouse, spec: KafkaSourceSpec, ranges: dict[int, tuple[int, int]], security: dict):
     """The raw values of the records in `ranges` and their hidden row ids (partition, then offset
     order): in-process for small reads, split into offset ranges read by Spark tasks for large ones."""
     ranges = {p: r for p, r in ranges.items() if r[1] > r[0]}
@@ -249,12 +250,12 @@ def _read_records(wh, spec: KafkaSourceSpec, ranges: dict[int, tuple[int, int]],
     return values, (np.concatenate(row_ids) if row_ids else np.zeros(0, np.int64))
 
 
-def errors_table(wh, obj: CatalogObject, m: Manifest, engine=None) -> StateTable:
+def errors_table(wh: StepWarehouse, obj: CatalogObject, m: Manifest, engine=None) -> StateTable:
     return StateTable(wh.store, engine or wh.engine, f"objects/{key_name(obj.name)}/state/{ERRORS}", ["partition", "offset"],
                       ERROR_SCHEMA, m.state.get(ERRORS, []))
 
 
-def refresh_connector(wh, obj: CatalogObject) -> int:
+def refresh_connector(wh: StepWarehouse, obj: CatalogObject) -> int:
     """One step of a source or a table with a connector: read exactly the offsets of (committed, newest]."""
     m = wh.manifest(obj.name)
     committed = m.epoch
@@ -294,7 +295,7 @@ def refresh_connector(wh, obj: CatalogObject) -> int:
     return step._commit_output(wh, obj, nxt, ctx, delta, committed, target, t0)
 
 
-def source_snapshot(wh, obj: CatalogObject, m: Manifest) -> pa.Table:
+def source_snapshot(wh: StepWarehouse, obj: CatalogObject, m: Manifest) -> pa.Table:
     """A source's rows as of its committed epoch: it stores none, so read them again from Kafka
     (from its start offsets to its committed offsets; bad records are already in the error table)."""
     schema = step.object_schema(obj)
@@ -309,7 +310,7 @@ def source_snapshot(wh, obj: CatalogObject, m: Manifest) -> pa.Table:
     return rows.select(schema.names).cast(schema)
 
 
-def source_errors(wh) -> pa.Table:
+def source_errors(wh: StepWarehouse) -> pa.Table:
     """Every connector object's bad records: the `rw_source_errors` relation."""
     parts = []
     for obj in wh.catalog().objects.values():
@@ -320,7 +321,7 @@ def source_errors(wh) -> pa.Table:
     return pa.concat_tables(parts) if parts else ERROR_SCHEMA.empty_table()
 
 
-def status_fields(wh, obj: CatalogObject, m: Manifest) -> dict:
+def status_fields(wh: StepWarehouse, obj: CatalogObject, m: Manifest) -> dict:
     """Status (and Dagster metadata) of a source: offsets reached, lag behind Kafka (files read,
     files not taken yet), bad records."""
     if file_ingest.is_file_source(obj):
@@ -341,7 +342,7 @@ def status_fields(wh, obj: CatalogObject, m: Manifest) -> dict:
     return out
 
 
-def connector_definition(wh, statement) -> tuple[dict, dict]:
+def connector_definition(wh: StepWarehouse, statement) -> tuple[dict, dict]:
     """A connector object's catalog options and its first manifest's positions (Kafka: the start
     offsets; files: none read)."""
     from ..sources.spec import source_spec
@@ -364,7 +365,7 @@ def connector_definition(wh, statement) -> tuple[dict, dict]:
     return {**spec.to_options(), "start_offsets": offsets}, {"offsets": offsets}
 
 
-def sealed_unapplied(wh, obj: CatalogObject, m: Manifest, upto: int) -> int:
+def sealed_unapplied(wh: StepWarehouse, obj: CatalogObject, m: Manifest, upto: int) -> int:
     """What a connector object has not read of the epochs up to `upto`: Kafka records, or files."""
     if file_ingest.is_file_source(obj):
         return file_ingest.sealed_unapplied(wh, obj, m, upto)

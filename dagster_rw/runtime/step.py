@@ -38,6 +38,7 @@ from ..storage.parquet_io import EPOCH
 from ..storage.state_table import StateTable, in_key_order, prepare_sst
 from . import dataflow, epochs
 from .watermarks import advance_watermark, watermark_at
+from .interfaces import StepWarehouse
 
 OUTPUT = "output"
 # the rows of the change files a step read last (StepContext._changes_read), for the next views over them
@@ -64,7 +65,7 @@ def _schema(columns: tuple, weighted: bool) -> pa.Schema:
     return pa.schema(fields + ([pa.field(W, pa.int64())] if weighted else []))
 
 
-def output_table(wh, obj: CatalogObject, m: Manifest, engine=None) -> StateTable:
+def output_table(wh: StepWarehouse, obj: CatalogObject, m: Manifest, engine=None) -> StateTable:
     return StateTable(wh.store, engine or wh.engine, f"objects/{key_name(obj.name)}/state/{OUTPUT}", list(obj.stream_key),
                       object_schema(obj), m.state.get(OUTPUT, []))
 
@@ -72,7 +73,7 @@ def output_table(wh, obj: CatalogObject, m: Manifest, engine=None) -> StateTable
 class StepContext:
     """What operators see of a step: the engine, their state tables, and the input deltas."""
 
-    def __init__(self, wh, obj: CatalogObject, m: Manifest, target: int, backfill: bool, engine,
+    def __init__(self, wh: StepWarehouse, obj: CatalogObject, m: Manifest, target: int, backfill: bool, engine,
                  input_rows: int = 0):
         self.wh = wh
         self.engine = engine
@@ -198,14 +199,14 @@ class StepContext:
         return rel
 
 
-def spark_join_strategy(wh, change_rows: int) -> str:
+def spark_join_strategy(wh: StepWarehouse, change_rows: int) -> str:
     """How a Spark step joins its change with the state it looks up: the change's keys broadcast
     to the tasks reading the state while the step reads at most `spark_broadcast_rows` change
     rows; above that, both sides shuffled by the key (a hash join per partition)."""
     return "broadcast" if change_rows <= wh.options["spark_broadcast_rows"] else "shuffle_hash"
 
 
-def target_epoch(wh, obj: CatalogObject, committed: int) -> int:
+def target_epoch(wh: StepWarehouse, obj: CatalogObject, committed: int) -> int:
     """The newest epoch every input has committed and that no input's change file straddles (a
     view without inputs, over SELECT without FROM, follows the newest epoch)."""
     if not obj.inputs:
@@ -222,7 +223,7 @@ def target_epoch(wh, obj: CatalogObject, committed: int) -> int:
     return committed
 
 
-def refresh_view(wh, obj: CatalogObject, plan) -> int:
+def refresh_view(wh: StepWarehouse, obj: CatalogObject, plan) -> int:
     m = wh.manifest(obj.name)
     backfill = not m.exists
     if backfill:
@@ -248,7 +249,7 @@ def refresh_view(wh, obj: CatalogObject, plan) -> int:
     return _commit_output(wh, obj, m, ctx, named, start, target, t0, defer=wh.pipelining)
 
 
-def refresh_table(wh, obj: CatalogObject) -> int:
+def refresh_table(wh: StepWarehouse, obj: CatalogObject) -> int:
     m = wh.manifest(obj.name)
     committed = m.epoch if m.exists else obj.created_epoch
     target = epochs.newest_epoch(wh.store)
@@ -278,7 +279,7 @@ def refresh_table(wh, obj: CatalogObject) -> int:
                           order=order)
 
 
-def _loads_in_one_job(wh, obj: CatalogObject, m: Manifest, engine, batches: list[str]) -> bool:
+def _loads_in_one_job(wh: StepWarehouse, obj: CatalogObject, m: Manifest, engine, batches: list[str]) -> bool:
     """Whether a table step is a first load on Spark that one job can do (_first_load): no rows
     yet, staged batches to apply, a key, no watermark, no interval column (which Arrow cannot sort
     and Parquet cannot hold)."""
@@ -287,7 +288,7 @@ def _loads_in_one_job(wh, obj: CatalogObject, m: Manifest, engine, batches: list
             and not any(pa.types.is_interval(f.type) for f in object_schema(obj)))
 
 
-def _first_load(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, batches: list[str], rows: int,
+def _first_load(wh: StepWarehouse, obj: CatalogObject, m: Manifest, ctx: StepContext, batches: list[str], rows: int,
                 committed: int, target: int, t0: float) -> int:
     """A table's first load on Spark, in one job: the staged rows shuffled by key range, and each
     task keeps its keys' last operations and writes them twice, as the table's state file and as
@@ -314,7 +315,7 @@ def _with_watermark(engine, obj: CatalogObject, m: Manifest, delta, target: int)
     return dataclasses.replace(m, positions={**m.positions, **advanced})
 
 
-def _input_rows(wh, obj: CatalogObject, m: Manifest, backfill: bool, target: int) -> int:
+def _input_rows(wh: StepWarehouse, obj: CatalogObject, m: Manifest, backfill: bool, target: int) -> int:
     """How many change rows a step will read (from manifests alone), to pick its engine."""
     total = 0
     for name in obj.inputs:
@@ -326,11 +327,11 @@ def _input_rows(wh, obj: CatalogObject, m: Manifest, backfill: bool, target: int
     return total
 
 
-def _batch_rows(wh, keys: list[str]) -> int:
+def _batch_rows(wh: StepWarehouse, keys: list[str]) -> int:
     return sum(wh.store.parquet_rows(k) for k in keys)
 
 
-def read_batches(wh, obj: CatalogObject, keys: list[str], engine=None):
+def read_batches(wh: StepWarehouse, obj: CatalogObject, keys: list[str], engine=None):
     """Staged DML batches in acceptance order, with `_batch` and `_seq` giving that order (on
     Spark, read by the executors)."""
     if engine is not None and engine is not wh.engine:
@@ -350,13 +351,13 @@ def read_batches(wh, obj: CatalogObject, keys: list[str], engine=None):
     return pa.concat_tables(tables, promote_options="default")
 
 
-def apply_batches(wh, obj: CatalogObject, m: Manifest, keys: list[str], engine=None):
+def apply_batches(wh: StepWarehouse, obj: CatalogObject, m: Manifest, keys: list[str], engine=None):
     """The table's change for a list of staged batches: per key the last operation wins; an
     upsert replaces the row with that key; a delete removes it."""
     return table_change(wh, obj, m, keys, engine)[0]
 
 
-def table_change(wh, obj: CatalogObject, m: Manifest, keys: list[str], engine=None):
+def table_change(wh: StepWarehouse, obj: CatalogObject, m: Manifest, keys: list[str], engine=None):
     """apply_batches' change, the table's state writes for it when the step found them on the way
     (the fast path: new rows put, deleted keys' tombstones), else None, and a function giving the
     order that sorts the change by key for its change log when the step knows it (then the change
@@ -390,7 +391,7 @@ def table_change(wh, obj: CatalogObject, m: Manifest, keys: list[str], engine=No
             rw_old=old, rw_last=last)), None, None
 
 
-def _apply_batches_in_arrow(wh, obj: CatalogObject, m: Manifest, staged: pa.Table, pk: list[str],
+def _apply_batches_in_arrow(wh: StepWarehouse, obj: CatalogObject, m: Manifest, staged: pa.Table, pk: list[str],
                             cols: list[str]) -> tuple[pa.Table, pa.Table] | None:
     """table_change without SQL, for the common case: every staged key once, and a key the state
     files can be searched by. Returns None when that does not hold (the SQL path then runs)."""
@@ -466,7 +467,7 @@ def _merged_order(n: int, first: np.ndarray, second: np.ndarray) -> np.ndarray:
     return order
 
 
-def _commit_output(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, delta, start: int, target: int,
+def _commit_output(wh: StepWarehouse, obj: CatalogObject, m: Manifest, ctx: StepContext, delta, start: int, target: int,
                    t0: float, defer: bool = False, writes=None, order=None) -> int:
     """Write the step's files and commit its manifest. With `defer` (a table's step inside a
     FLUSH, in-process) the files are only sorted and named here, for this process's downstream
@@ -533,7 +534,7 @@ def _commit_output(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, delta,
     return _finish_commit(wh, obj, m, ctx, tables, written, counts, start, target, t0)
 
 
-def _finish_commit(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, tables: dict, written: dict,
+def _finish_commit(wh: StepWarehouse, obj: CatalogObject, m: Manifest, ctx: StepContext, tables: dict, written: dict,
                    counts: dict, start: int, target: int, t0: float) -> int:
     state = dict(m.state)
     dropped: list[str] = []
@@ -569,7 +570,7 @@ def _finish_commit(wh, obj: CatalogObject, m: Manifest, ctx: StepContext, tables
     return target
 
 
-def _finish(wh, prepared):
+def _finish(wh: StepWarehouse, prepared):
     """Write a prepared step file: into the FLUSH's pack when the store packs small files."""
     prepared.pack = wh.pack
     return prepared.finish()
@@ -664,12 +665,12 @@ def _run_all(jobs: dict, parallel: bool) -> dict:
     return {k: fut.result() for k, fut in futures.items()}
 
 
-def _prepare_changelog(wh, engine, obj: CatalogObject, delta, start: int, target: int, order=None):
+def _prepare_changelog(wh: StepWarehouse, engine, obj: CatalogObject, delta, start: int, target: int, order=None):
     return prepare_sst(wh.store, engine, delta, f"objects/{key_name(obj.name)}/changes", list(obj.stream_key) + [W],
                        start, target, order=order)
 
 
-def _write_changelog(wh, engine, obj: CatalogObject, delta, start: int, target: int, order=None):
+def _write_changelog(wh: StepWarehouse, engine, obj: CatalogObject, delta, start: int, target: int, order=None):
     """The step's change log: sorted by stream key, deletes (-1) before inserts (+1) per key (on
     Spark, a run of files by key range, a key's changes in one file)."""
     if hasattr(engine, "write_files") and not isinstance(delta, pa.Table):

@@ -12,12 +12,13 @@ import pyarrow as pa
 from ..operators.map import ERROR_KEY, ERROR_SCHEMA, ERRORS
 from ..storage.catalog import MATERIALIZED_VIEW, SINK, key_name
 from ..storage.state_table import StateTable
+from .interfaces import StepWarehouse
 
 RELATION = "rw_view_errors"
 SCHEMA = pa.schema([("view", pa.string())] + [f for f in ERROR_SCHEMA if f.name != "check"])
 
 
-def view_errors(wh) -> pa.Table:
+def view_errors(wh: StepWarehouse) -> pa.Table:
     """Every view's (and sink's) failed values: view, epoch, expression, error, count, example."""
     parts = []
     for obj in wh.catalog().objects.values():

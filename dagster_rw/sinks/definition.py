@@ -16,6 +16,7 @@ from ..storage.secrets import seal_options
 from ..storage.state_table import write_sst
 from . import delivery
 from .spec import APPEND_ONLY, build_spec, check_against_input
+from ..runtime.interfaces import SinkWarehouse
 
 INTERNAL_OF = "internal_of"  # option of the view planned for CREATE SINK ... AS query
 
@@ -24,7 +25,7 @@ def internal_view_name(sink: str) -> str:
     return f"_sink_{sink}"
 
 
-def create_sink(wh, s) -> bool:
+def create_sink(wh: SinkWarehouse, s) -> bool:
     """`s` is a parsed CreateSink (its text already redacted)."""
     cat = wh.catalog(reload=True)
     if s.name in cat.objects:
@@ -98,7 +99,7 @@ def create_sink(wh, s) -> bool:
     return True
 
 
-def drop_sink(wh, name: str, if_exists: bool) -> bool:
+def drop_sink(wh: SinkWarehouse, name: str, if_exists: bool) -> bool:
     """DROP SINK: the warehouse's own DROP (kind check, catalog commit, files), then the sink's
     open target and the internal view of CREATE SINK ... AS."""
     obj = wh.catalog(reload=True).get(name)

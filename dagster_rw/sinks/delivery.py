@@ -23,6 +23,7 @@ from .retry import RetryPolicy
 from .spec import SinkSpec, build_spec
 from .connectors import open_target
 from .target import Changes, Target, TargetError
+from ..runtime.interfaces import SinkWarehouse
 
 
 def spec_of(obj: CatalogObject) -> SinkSpec:
@@ -38,7 +39,7 @@ def delivered_epoch(m: Manifest) -> int:
     return min([m.epoch] + [f.epoch_from for f in m.changelog])
 
 
-def policy_of(wh, spec: SinkSpec) -> RetryPolicy:
+def policy_of(wh: SinkWarehouse, spec: SinkSpec) -> RetryPolicy:
     if spec.retry is not None:
         return spec.retry
     o = wh.options
@@ -46,7 +47,7 @@ def policy_of(wh, spec: SinkSpec) -> RetryPolicy:
                        max_seconds=float(o["sink_retry_max_seconds"]))
 
 
-def deliver(wh, obj: CatalogObject, max_attempts: int | None = None, sleep=time.sleep) -> int:
+def deliver(wh: SinkWarehouse, obj: CatalogObject, max_attempts: int | None = None, sleep=time.sleep) -> int:
     """Deliver everything the sink's input has committed; returns the epoch delivered.
 
     Each batch is retried with backoff up to the policy's attempts (or `max_attempts`); when they are
@@ -89,7 +90,7 @@ def deliver(wh, obj: CatalogObject, max_attempts: int | None = None, sleep=time.
     return delivered_epoch(m)
 
 
-def _changes(wh, spec: SinkSpec, obj, batch: Batch, columns, schema, health) -> Changes:
+def _changes(wh: SinkWarehouse, spec: SinkSpec, obj, batch: Batch, columns, schema, health) -> Changes:
     what = f"sink {obj.name!r}"
     log = read_batch(wh.store, batch, columns, schema)
     try:
@@ -105,7 +106,7 @@ def _changes(wh, spec: SinkSpec, obj, batch: Batch, columns, schema, health) -> 
                    epoch_to=batch.epoch_to, upsert=spec.upsert)
 
 
-def _target(wh, spec: SinkSpec, obj) -> Target:
+def _target(wh: SinkWarehouse, spec: SinkSpec, obj) -> Target:
     cached = wh.sink_targets.get(obj.name)
     if cached is not None and cached[0] == obj.created_epoch:
         return cached[1]
@@ -115,14 +116,14 @@ def _target(wh, spec: SinkSpec, obj) -> Target:
     return target
 
 
-def forget_target(wh, name: str) -> None:
+def forget_target(wh: SinkWarehouse, name: str) -> None:
     cached = wh.sink_targets.pop(name, None)
     if cached is not None:
         with contextlib.suppress(Exception):  # closing a broken connection may fail too; it is dropped anyway
             cached[1].close()
 
 
-def _write(wh, spec: SinkSpec, obj, changes: Changes, attempts: int, policy: RetryPolicy, health, sleep) -> None:
+def _write(wh: SinkWarehouse, spec: SinkSpec, obj, changes: Changes, attempts: int, policy: RetryPolicy, health, sleep) -> None:
     description = ""
     for attempt in range(1, attempts + 1):
         try:
@@ -174,7 +175,7 @@ def describe_target(spec: SinkSpec) -> str:
     return spec.redact(_describe(spec))
 
 
-def _commit_position(wh, m: Manifest, batch: Batch) -> Manifest:
+def _commit_position(wh: SinkWarehouse, m: Manifest, batch: Batch) -> Manifest:
     nxt = Manifest(object=m.object, version=m.version, epoch=max(m.epoch, batch.epoch_to),
                    state=m.state, changelog=[f for f in m.changelog if f not in batch.own],
                    garbage=m.garbage, positions=m.positions)
@@ -184,7 +185,7 @@ def _commit_position(wh, m: Manifest, batch: Batch) -> Manifest:
     return committed
 
 
-def backlog(wh, obj: CatalogObject) -> tuple[int, int]:
+def backlog(wh: SinkWarehouse, obj: CatalogObject) -> tuple[int, int]:
     """(epochs, change rows) the input has committed that the sink has not delivered."""
     m = wh.manifest(obj.name)
     im = wh.manifest(obj.inputs[0])
@@ -194,7 +195,7 @@ def backlog(wh, obj: CatalogObject) -> tuple[int, int]:
     return upstream - delivered, rows
 
 
-def status_fields(wh, obj: CatalogObject) -> dict:
+def status_fields(wh: SinkWarehouse, obj: CatalogObject) -> dict:
     spec = spec_of(obj)
     m = wh.manifest(obj.name)
     health = healths.load(wh.store, obj.name)
@@ -212,7 +213,7 @@ def status_fields(wh, obj: CatalogObject) -> dict:
     }
 
 
-def deliver_best_effort(wh, obj: CatalogObject) -> None:
+def deliver_best_effort(wh: SinkWarehouse, obj: CatalogObject) -> None:
     """One attempt, no waiting; a failure is recorded in the sink's health and not raised."""
     try:
         deliver(wh, obj, max_attempts=1)

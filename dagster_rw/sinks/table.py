@@ -10,10 +10,11 @@ from ..engine.duck import quote
 from ..errors import Error
 from .key_conversion import OP
 from .target import Changes, Target, TargetError
+from ..runtime.interfaces import SinkWarehouse
 
 
 class TableTarget(Target):
-    def __init__(self, wh, spec, columns):
+    def __init__(self, wh: SinkWarehouse, spec, columns):
         self.wh = wh
         self.table = spec.into
         self.description = f"table {self.table!r}"
