@@ -281,6 +281,7 @@ class _Fetch:
                     raise self.topic._fail("records recorded in an epoch could not be read (retention?)",
                                            f"stalled at {({q: position[q] for q in pending})}, "
                                            f"wanted up to {({q: ranges[q][1] for q in pending})}")
+                time.sleep(0.01)  # a broker that answers at once without records is not asked in a busy loop
                 continue
             self.last_progress = time.monotonic()
             position[p] = nxt

@@ -17,7 +17,8 @@ Control batches (transaction markers) hold no records for a reader and are skipp
 kafka-python's consumer skips them; records of aborted transactions are kept, as a consumer reading
 uncommitted does. A batch of the older message formats (magic 0 and 1) is read by kafka-python.
 
-This module imports nothing of dagster_rw, so that Spark can ship it to its workers by value.
+This module imports nothing of dagster_rw (only numpy, and kafka-python and pyarrow where needed),
+as the modules Spark ships to its workers by value must not.
 """
 from __future__ import annotations
 
