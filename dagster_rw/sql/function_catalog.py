@@ -99,6 +99,7 @@ _SCALARS = {
         array_length(array) array_length(array, integer) cardinality(array) array_append(array, any)
         array_prepend(any, array) array_cat(array, array) array_position(array, any)
         array_remove(array, any) array_contains(array, any) array_to_string(array, text)
+        array_join(array, text)
     """,
     "conditional": """
         coalesce(any, ...) nullif(any, any) greatest(any, ...) least(any, ...)
@@ -109,7 +110,8 @@ _SCALARS = {
 }
 _AGGREGATES = """
     count(any) sum(numeric) avg(numeric) min(any) max(any) string_agg(text, text) array_agg(any)
-    first_value(any) last_value(any) bool_and(boolean) bool_or(boolean) every(boolean) stddev(numeric)
+    first_value(any) last_value(any) bool_and(boolean) bool_or(boolean) every(boolean) bit_and(integer)
+    bit_or(integer) bit_xor(integer) stddev(numeric)
     stddev_samp(numeric) stddev_pop(numeric) variance(numeric) var_samp(numeric) var_pop(numeric)
     grouping(any, ...)
 """

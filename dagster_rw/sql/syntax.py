@@ -118,14 +118,31 @@ def output_name(item: exp.Expression) -> str:
 
 
 def transform_top_down(e: exp.Expression, fn) -> exp.Expression:
-    """Replace nodes top-down: once a node is replaced, its children are not visited."""
+    """Replace nodes top-down: once a node is replaced, its children are not visited. `e` is left
+    as it is: the answer is a copy (made once, then replaced in place)."""
     new = fn(e)
     if new is not e:
         return new
     e = e.copy()
+    _replace_below(e, fn)
+    return e
+
+
+def _replace_below(e: exp.Expression, fn) -> None:
     for key, value in list(e.args.items()):
         if isinstance(value, exp.Expression):
-            e.set(key, transform_top_down(value, fn))
+            new = fn(value)
+            if new is not value:
+                e.set(key, new)
+            else:
+                _replace_below(value, fn)
         elif isinstance(value, list):
-            e.set(key, [transform_top_down(v, fn) if isinstance(v, exp.Expression) else v for v in value])
-    return e
+            out = []
+            for v in value:
+                if isinstance(v, exp.Expression):
+                    new = fn(v)
+                    if new is v:
+                        _replace_below(v, fn)
+                    v = new
+                out.append(v)
+            e.set(key, out)

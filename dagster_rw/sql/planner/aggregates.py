@@ -4,6 +4,7 @@ from __future__ import annotations
 import sqlglot
 from sqlglot import exp
 
+from ... import types as sqltypes
 from ...errors import ProgrammingError
 from ..plan import ORDERED_AGGS, Agg, Aggregate, Col, Map, Node, agg_text, cname
 from ..syntax import AGG_FUNCS, find_aggs, transform_top_down
@@ -46,7 +47,7 @@ class Aggregates:
         for call in calls:
             func, arg, distinct = self.agg_parts(call)
             bound_arg = self.bind(arg, scope) if arg is not None else None
-            if func == "sum" and bound_arg is not None:
+            if func in ("sum", "avg") and bound_arg is not None:
                 bound_arg = self.sum_argument(node, bound_arg)
             extra, order = self.agg_extra(call, scope)
             for e in [bound_arg] + extra + [o for o, _, _ in order]:
@@ -98,7 +99,8 @@ class Aggregates:
             def rewrite(n):
                 if type(n) in AGG_FUNCS:
                     return exp.column(cname(ng + agg_keys.index(self.agg_key(n, scope))))
-                if isinstance(n, exp.Expression) and not isinstance(n, (exp.Literal, exp.Star)):
+                if isinstance(n, exp.Expression) and not isinstance(n, (exp.Literal, exp.Star)) and \
+                        not any(type(a) in AGG_FUNCS for a in n.walk()):  # (a group expression has none)
                     try:
                         s = self.bind(n, scope).sql()
                     except ProgrammingError:
@@ -187,9 +189,10 @@ class Aggregates:
         return func, arg, distinct
 
     def sum_argument(self, node: Node, arg: exp.Expression) -> exp.Expression:
-        """SUM's argument over the node's columns, as it is summed: sum(bigint) is NUMERIC in
-        PostgreSQL and RisingWave (a sum of BIGINTs leaves BIGINT's range), so a BIGINT argument is
-        summed as NUMERIC(38,0) on both engines (Spark would sum BIGINTs as a BIGINT)."""
+        """SUM's (and AVG's) argument over the node's columns, as it is summed: sum(bigint) is
+        NUMERIC in PostgreSQL and RisingWave (a sum of BIGINTs leaves BIGINT's range), so a BIGINT
+        argument is summed as NUMERIC(38,0) on both engines (Spark would sum BIGINTs as a BIGINT);
+        AVG keeps the same running sum."""
         if self.type_of(node, arg) != "bigint":
             return arg
         return exp.Cast(this=arg, to=exp.DataType.build("DECIMAL(38, 0)", dialect="duckdb"))
@@ -214,7 +217,9 @@ class Aggregates:
                 return "interval"
             raise self.refuse(f"SUM over {t}")
         if a.func == "avg":
-            if t in INT_TYPES or t.startswith("numeric") or t in ("real", "double precision"):
+            if t in INT_TYPES or t == "numeric(38,0)":  # (a BIGINT argument is summed as NUMERIC(38,0))
+                return sqltypes.DEFAULT_NUMERIC  # NUMERIC, as in PostgreSQL and RisingWave
+            if t.startswith("numeric") or t in ("real", "double precision"):
                 return "double precision"
             raise self.refuse(f"AVG over {t}")
         if a.func in ORDERED_AGGS:

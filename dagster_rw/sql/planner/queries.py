@@ -189,6 +189,7 @@ class Queries:
             node = self.map(node, [exp.column(cname(i)) for i in range(len(node.columns))], cond,
                             [c.name for c in node.columns], keep_hidden=[c.hidden for c in node.columns])
         select_items = self.expand_star(q.expressions, scope)
+        q, select_items = self.expand_bit_aggregates(q, node, scope, select_items)
         windows = self.window_calls(select_items)
         if windows:
             if q.args.get("group") or q.args.get("having") or any(
