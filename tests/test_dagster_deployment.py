@@ -146,6 +146,6 @@ def test_instance_of_the_reference_deployment(tmp_path):
         assert instance.get_settings("sensors") == {"use_threads": True, "num_workers": 2}
         launcher = instance.run_launcher
         assert type(launcher).__name__ == "WarmRunLauncher" and launcher.supports_check_run_worker_health
-        assert launcher.preload_modules == ["dagster_rw.dagster", "great_expectations"]
+        assert launcher.preload_modules == ["dagster_rw.dagster"]
         assert instance.run_monitoring_enabled and instance.run_monitoring_start_timeout_seconds == 180
         assert not instance.telemetry_enabled
