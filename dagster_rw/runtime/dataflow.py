@@ -76,6 +76,12 @@ def run(root: Node, ctx):
     return deltas[root.id]
 
 
+def reads_watermarks(root: Node) -> bool:
+    """Whether a plan's output can change without new input rows: EMIT ON WINDOW CLOSE operators
+    emit when a source's watermark passes a window's end."""
+    return any(isinstance(n, (WindowCloseAggregate, WindowCloseFilter)) for n in root.walk())
+
+
 def feeding_aggregates(root: Node) -> set[int]:
     """The nodes whose every output row reaches a GROUP BY through stateless maps alone. An
     aggregate adds up weights per group (and per value, for MIN/MAX/COUNT DISTINCT), so a row

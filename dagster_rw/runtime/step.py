@@ -234,6 +234,9 @@ def refresh_view(wh: StepWarehouse, obj: CatalogObject, plan) -> int:
         start = m.epoch
         if target <= m.epoch:
             return m.epoch
+        if not dataflow.reads_watermarks(plan) and not any(
+                _changes_between(wh.manifest(i, provisional=True), m.epoch, target) for i in obj.inputs):
+            return _advance_idle(wh, obj, m, target, time.perf_counter())
     t0 = time.perf_counter()
     rows = _input_rows(wh, obj, m, backfill, target)
     ctx = StepContext(wh, obj, m, target, backfill, wh.step_engine(rows), rows)
@@ -258,6 +261,8 @@ def refresh_table(wh: StepWarehouse, obj: CatalogObject) -> int:
     t0 = time.perf_counter()
     try:
         batches = epochs.batches_for(wh.store, obj.name, committed, target)
+        if not batches and m.exists and not obj.options.get("watermark_column"):
+            return _advance_idle(wh, obj, m, target, t0)
         rows = _batch_rows(wh, batches)
         ctx = StepContext(wh, obj, m, target, False, wh.step_engine(rows), rows)
         if _loads_in_one_job(wh, obj, m, ctx.engine, batches):
@@ -567,6 +572,32 @@ def _finish_commit(wh: StepWarehouse, obj: CatalogObject, m: Manifest, ctx: Step
     if not wh.batching:  # (a FLUSH's round commits all its objects at once, or none)
         wh.settle(obj.inputs)  # never commit past an input whose own commit is still in flight or failed
     wh.commit_manifest(nxt, dropped)
+    return target
+
+
+def _changes_between(m: Manifest, start: int, target: int) -> bool:
+    """Whether an input's change log has files for epochs (start, target] (what input_delta reads)."""
+    return any(f.epoch_from >= start and f.epoch_to <= target for f in m.changelog)
+
+
+def _advance_idle(wh: StepWarehouse, obj: CatalogObject, m: Manifest, target: int, t0: float) -> int:
+    """An object whose inputs brought nothing new up to `target` (a table without staged DML, a view
+    whose inputs wrote no change files and that reads no watermark) moves to `target` without a
+    step: no operator runs and no file is written; its manifest's new epoch joins the commit, and
+    change files every consumer has read are let go, as a step would."""
+    watermark = wh.consumer_watermark(obj.name, target)
+    nxt = Manifest(object=obj.name, version=m.version, epoch=target, state=dict(m.state),
+                   changelog=[f for f in m.changelog if f.epoch_to > watermark],
+                   garbage=m.garbage, positions=m.positions)
+    nxt.stats = {
+        "row_count": m.stats.get("row_count", None if m.state.get(OUTPUT) else 0),
+        "epochs_processed": target - m.epoch, "rows_in": 0, "rows_inserted": 0, "rows_deleted": 0,
+        "step_seconds": round(time.perf_counter() - t0, 6), "engine": wh.engine.name,
+        "committed_at": time.time(),
+    }
+    if not wh.batching:
+        wh.settle(obj.inputs)
+    wh.commit_manifest(nxt, [f.key for f in m.changelog if f.epoch_to <= watermark])
     return target
 
 
