@@ -18,9 +18,14 @@ the in-process executor (what a run worker does once started). Split into:
 
 Through `dagster dev` (`through_dagster_dev`): the reference deployment as shipped (its dagster.yaml,
 sensor and run launcher), a change into every table at a random moment, INSERT to every view
-committed and to the run finished, median and p90, split at the run's own timestamps. `--root`
-runs another copy of the deployment (e.g. an older commit, `git archive`d) with its own dagster_rw,
-one after the other in the same invocation.
+committed and to the run finished, median and p90, split at the sensor's tick that requested the run
+and at the run's own events: the tick's start (the daemon's sensor loop), the run created (the tick),
+PIPELINE_STARTING (Dagster's planned events and the run queue), the worker's "Started process"
+event (the run launcher and the worker's process), STEP_START (the code location, the job, the run's
+events), every view committed (the steps). `--root` runs another copy of the deployment (e.g. an
+older commit, `git archive`d) with its own dagster_rw, one after the other in the same invocation.
+With RW_BENCH_KEEP_LOG=PREFIX, each deployment's log and DAGSTER_HOME (its runs and events) are kept
+as PREFIX.<folder> and PREFIX.<folder>.home.
 
     python benchmarks/orchestration_overhead.py [--rounds 5] [--changes 10] [--root DIR ...]
 """
@@ -131,8 +136,33 @@ def main(rounds: int = 5) -> None:
           f"before its step starts, {gx - bare:.2f} s when the project has GX expectations")
 
 
-VIEW_STAGES = ("insert_to_run_requested", "requested_to_worker_started", "worker_to_step_start",
-               "step_start_to_views_committed", "insert_to_views_committed", "insert_to_run_finished")
+VIEW_STAGES = ("insert_to_tick_start", "tick_to_run_requested", "requested_to_launch", "launch_to_worker_started",
+               "worker_to_step_start", "step_start_to_views_committed", "insert_to_views_committed",
+               "insert_to_run_finished")
+
+
+def event_times(instance, run_id: str) -> dict[str, float]:
+    """The first time of each event type of a run, and of its worker's "Started process" event."""
+    times: dict[str, float] = {}
+    for e in instance.all_logs(run_id):
+        if e.dagster_event is None:
+            continue
+        kind = e.dagster_event.event_type_value
+        if kind == "ENGINE_EVENT" and (e.dagster_event.message or "").startswith("Started process"):
+            kind = "WORKER_STARTED"
+        times.setdefault(kind, e.timestamp)
+    return times
+
+
+def requesting_tick(instance, run_id: str, after: float):
+    """The barrier sensor's tick that requested `run_id`."""
+    from dagster._core.scheduler.instigation import InstigatorType
+
+    for state in instance.all_instigator_state(instigator_type=InstigatorType.SENSOR):
+        for tick in instance.get_ticks(state.instigator_origin_id, state.selector_id, after=after - 10):
+            if run_id in tick.run_ids:
+                return tick
+    return None
 
 
 def through_dagster_dev(root: Path, changes: int = 10, seed: int = 7) -> dict[str, list[float]]:
@@ -210,11 +240,17 @@ def through_dagster_dev(root: Path, changes: int = 10, seed: int = 7) -> dict[st
                 assert run.dagster_run.is_success, f"run for epoch {epoch} failed"
                 if r == 0:
                     continue  # warm-up: the code server's first tick and run
-                step_start = event_time(instance, run.dagster_run.run_id, "STEP_START")
+                times = event_times(instance, run.dagster_run.run_id)
+                tick = requesting_tick(instance, run.dagster_run.run_id, t_insert)
                 requested = run.create_timestamp.timestamp()
-                figures["insert_to_run_requested"].append(requested - t_insert)
-                figures["requested_to_worker_started"].append(run.start_time - requested)
-                figures["worker_to_step_start"].append(step_start - run.start_time)
+                step_start = times["STEP_START"]
+                worker = times.get("WORKER_STARTED", run.start_time)
+                ticked = tick.timestamp if tick is not None else requested  # a tick purged: all of it before
+                figures["insert_to_tick_start"].append(ticked - t_insert)
+                figures["tick_to_run_requested"].append(requested - ticked)
+                figures["requested_to_launch"].append(times["PIPELINE_STARTING"] - requested)
+                figures["launch_to_worker_started"].append(worker - times["PIPELINE_STARTING"])
+                figures["worker_to_step_start"].append(step_start - worker)
                 figures["step_start_to_views_committed"].append(t_views - step_start)
                 figures["insert_to_views_committed"].append(t_views - t_insert)
                 figures["insert_to_run_finished"].append(run.end_time - t_insert)
@@ -228,6 +264,9 @@ def through_dagster_dev(root: Path, changes: int = 10, seed: int = 7) -> dict[st
                 server.wait()
         instance.dispose()
         log.close()
+        if os.environ.get("RW_BENCH_KEEP_LOG"):  # the deployment's log, for a closer look
+            shutil.copy(tmp / "dagster.log", f"{os.environ['RW_BENCH_KEEP_LOG']}.{root.name}")
+            shutil.copytree(home, f"{os.environ['RW_BENCH_KEEP_LOG']}.{root.name}.home", dirs_exist_ok=True)
         shutil.rmtree(tmp, ignore_errors=True)
     return figures
 
