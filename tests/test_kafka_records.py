@@ -96,6 +96,9 @@ def test_record_sets_decode_as_kafka_python_reads_them(batches, cut, bounds):
     assert decoded(got) == reference(buf, start, end)
     assert nxt == total == kafka_records.next_offset(buf) == reference_next(buf)
     assert got.value_array().to_pylist() == got.values()
+    # the values of several record sets (a partition's fetches) as one array, each set's buffer a view's
+    halves = [got.take(np.arange(len(got)) < len(got) // 2), got, got.take(np.arange(len(got)) >= len(got) // 2)]
+    assert kafka_records.value_array(halves).to_pylist() == [v for h in halves for v in h.values()]
     # a batch cut short at the end (a fetch response's size limit) is left for the next fetch
     last = len(buf) - len(build(batches[-1:])[0])
     short = buf[:len(buf) - 1 - cut % max(1, len(buf) - last)]

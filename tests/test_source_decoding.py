@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import json
 
+import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -78,3 +79,39 @@ def test_every_csv_line_is_a_row_or_an_error(lines):
     assert sorted(decoded.good + [i for i, _ in decoded.errors]) == list(range(len(raw)))
     assert [i for i, _ in decoded.errors] == [i for i, e in enumerate(expected) if e is BAD]
     assert [tuple(r.values()) for r in decoded.rows.to_pylist()] == [expected[i] for i in decoded.good]
+
+
+odd_values = st.one_of(st.sampled_from([None, b"", b" ", b"\t\n", b"\x0b\x0c\r", b"\x1c", b"\xa0", b"\n{}\n",
+                                        b'{"a":\n1}', b'{"a":\r2}', b'{"s": "x\ny"}', b"{", b"null", b"1"]),
+                       st.binary(max_size=12))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(records().map(lambda r: r[0]), odd_values), max_size=40), st.integers(0, 3),
+       st.sampled_from(["binary", "large_binary", "chunked"]))
+def test_decoding_an_arrow_array_gives_what_decoding_the_values_one_by_one_gives(values, subset, kind):
+    """decode_array (values in one Arrow array, as the Kafka read hands them over) against decode
+    (a Python list of values): the same rows, positions and errors with their causes."""
+    read = None if subset == 0 else {c.name for c in COLUMNS[:subset]}
+    if kind == "chunked":
+        half = len(values) // 2
+        array = pa.chunked_array([pa.array(values[:half], pa.binary()), pa.array(values[half:], pa.binary())])
+    else:
+        array = pa.array(values, getattr(pa, kind)())
+    want = RecordDecoder(COLUMNS, "json", read=read).decode(values)
+    got = RecordDecoder(COLUMNS, "json", read=read).decode_array(array)
+    assert got.good.tolist() == list(want.good)
+    assert got.errors == want.errors
+    assert got.rows.equals(want.rows)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from([None, b"", b"  ", b"1;a", b'2;"b;c"', b"3", b'"open', b"4;x;y", b"\n"]),
+                          st.binary(max_size=6)), max_size=30))
+def test_csv_values_in_an_arrow_array_decode_as_one_by_one(values):
+    cols = [Column("a", "integer"), Column("s", "varchar")]
+    want = RecordDecoder(cols, "csv", delimiter=";").decode(values)
+    got = RecordDecoder(cols, "csv", delimiter=";").decode_array(pa.array(values, pa.binary()))
+    assert got.good.tolist() == list(want.good)
+    assert got.errors == want.errors
+    assert got.rows.equals(want.rows)

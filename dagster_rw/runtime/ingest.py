@@ -21,6 +21,7 @@ from .. import types as sqltypes
 from ..errors import OperationalError
 from ..operators.base import W
 from ..sources.decode import RecordDecoder
+from ..sources import kafka_records
 from ..sources.kafka import KafkaTopic
 from ..sources.spec import KafkaSourceSpec
 from ..storage.catalog import MATERIALIZED_VIEW, SOURCE, TABLE, CatalogObject, key_name
@@ -168,7 +169,7 @@ def read_rows(wh: StepWarehouse, obj: CatalogObject, ranges: dict[int, tuple[int
     values, ids = _read_records(wh, spec, ranges, client_security(wh, spec, obj.name))
     declared = [c for c in obj.columns if not c.hidden]
     decoder = RecordDecoder(declared, spec.encode, spec.delimiter, wh.engine, read)
-    decoded = decoder.decode(values)
+    decoded = decoder.decode_array(values)
     rows = decoded.rows
     if rows.num_columns != len(declared):
         n = rows.num_rows
@@ -179,7 +180,8 @@ def read_rows(wh: StepWarehouse, obj: CatalogObject, ranges: dict[int, tuple[int
     if decoded.errors:
         at = [i for i, _ in decoded.errors]
         err_ids = ids[at]
-        raw = [values[i].decode("utf-8", "replace") if values[i] is not None else None for i in at]
+        raw = [v.decode("utf-8", "replace") if v is not None else None
+               for v in values.take(pa.array(at, pa.int64())).to_pylist()]
         errors = pa.table({
             "source": pa.array([obj.name] * len(at), pa.string()),
             "topic": pa.array([spec.topic] * len(at), pa.string()),
@@ -229,8 +231,9 @@ def uses_spark(wh: StepWarehouse, records: int) -> bool:
 
 
 def _read_records(wh: StepWarehouse, spec: KafkaSourceSpec, ranges: dict[int, tuple[int, int]], security: dict):
-    """The raw values of the records in `ranges` and their hidden row ids (partition, then offset
-    order): in-process for small reads, split into offset ranges read by Spark tasks for large ones."""
+    """The raw values of the records in `ranges` (one Arrow binary array, or chunks of one) and
+    their hidden row ids (partition, then offset order): in-process for small reads, split into
+    offset ranges read by Spark tasks for large ones. No Python object per record either way."""
     ranges = {p: r for p, r in ranges.items() if r[1] > r[0]}
     if ranges and uses_spark(wh, sum(e - s for s, e in ranges.values())):
         from ..sources.splits import cut, read_on_spark
@@ -240,14 +243,14 @@ def _read_records(wh: StepWarehouse, spec: KafkaSourceSpec, ranges: dict[int, tu
                               security)
         parts = table.column("partition").to_numpy().astype(np.int64)
         ids = (parts << PARTITION_SHIFT) + table.column("offset").to_numpy()
-        return table.column("value").to_pylist(), ids
-    parts = KafkaTopic(spec.bootstrap, spec.topic, security=security).read(ranges)
-    values: list[bytes | None] = []
-    row_ids = []
-    for part in parts:
-        values.extend(part.values)
-        row_ids.append((np.int64(part.partition) << PARTITION_SHIFT) + np.asarray(part.offsets, np.int64))
-    return values, (np.concatenate(row_ids) if row_ids else np.zeros(0, np.int64))
+        return table.column("value"), ids
+    records = KafkaTopic(spec.bootstrap, spec.topic, security=security).read_records(ranges)
+    parts, row_ids = [], []
+    for p in sorted(records):
+        for r in records[p]:
+            parts.append(r)
+            row_ids.append((np.int64(p) << PARTITION_SHIFT) + r.offsets)
+    return kafka_records.value_array(parts), (np.concatenate(row_ids) if row_ids else np.zeros(0, np.int64))
 
 
 def errors_table(wh: StepWarehouse, obj: CatalogObject, m: Manifest, engine=None) -> StateTable:

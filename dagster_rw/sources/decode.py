@@ -36,7 +36,7 @@ class Decoded:
     """Rows of the good records (declared columns), their positions in the input, and the bad ones."""
 
     rows: pa.Table
-    good: list[int]
+    good: list[int] | np.ndarray  # decode_array: a numpy array
     errors: list[tuple[int, str]] = field(default_factory=list)  # (position in the input, cause)
 
 
@@ -88,16 +88,22 @@ class RecordDecoder:
             return self._parse_block(joined)
         return self._parse_block(b"\n".join(values) + b"\n")
 
-    def _parse_block(self, joined: bytes) -> pa.Table:
+    def _parse_block(self, joined: bytes | pa.Buffer) -> pa.Table:
         """Records one per line, parsed in one go."""
         if self.encode == "json":
+            head = joined[:64].to_pybytes() if isinstance(joined, pa.Buffer) else joined[:64]
+            if not head.lstrip().startswith(b"{"):
+                # pyarrow's reader crashes on text whose first document is JSON null: one empty
+                # object goes first (its row is dropped), so a null reads as in any other place
+                text = joined.to_pybytes() if isinstance(joined, pa.Buffer) else joined
+                return self._parse_block(b"{}\n" + text).slice(1)
             opts = pajson.ParseOptions(explicit_schema=self.wire, unexpected_field_behavior="ignore")
             # blocks of a few MB are parsed by several threads at once; a record longer than a
             # block fails the batch, and is then parsed alone (see _bisect) in a block of its size
             read = pajson.ReadOptions(block_size=max(1 << 20, min(len(joined) + 1, _JSON_BLOCK)))
-            return pajson.read_json(pa.BufferReader(pa.py_buffer(joined)), read_options=read, parse_options=opts)
+            return pajson.read_json(_reader(joined), read_options=read, parse_options=opts)
         return pacsv.read_csv(
-            pa.BufferReader(pa.py_buffer(joined)),
+            _reader(joined),
             read_options=pacsv.ReadOptions(column_names=self.fields,
                                            block_size=max(1 << 20, min(len(joined) + 1, 64 << 20))),
             parse_options=pacsv.ParseOptions(delimiter=self.delimiter, newlines_in_values=True),
@@ -166,6 +172,73 @@ class RecordDecoder:
         errors.sort()
         return Decoded(rows, idx, errors)
 
+    def decode_array(self, values: pa.Array | pa.ChunkedArray) -> Decoded:
+        """As decode, for values in one Arrow binary array (nulls where a value is null), with no
+        Python object per record: the null, empty and blank values are found by Arrow's kernels,
+        the others joined into one text by Arrow and parsed in one go; only a batch that does not
+        parse whole is cut in halves (as in decode). `good` is a numpy array of positions."""
+        values = _one_array(values)
+        n = len(values)
+        errors: list[tuple[int, str]] = []
+        text = pa.large_string() if pa.types.is_large_binary(values.type) else pa.string()
+        absent = pc.fill_null(pc.or_(pc.equal(pc.binary_length(values), 0), pc.ascii_is_space(values.view(text))),
+                              True)  # null, empty or blank
+        if n and pc.any(absent).as_py():
+            off = absent.to_numpy(zero_copy_only=False)
+            null = values.is_null().to_numpy(zero_copy_only=False)
+            errors = [(i, "null record value" if null[i] else "empty record") for i in np.flatnonzero(off).tolist()]
+            idx = np.flatnonzero(~off)
+            values = values.filter(pc.invert(absent))
+        else:
+            idx = np.arange(n, dtype=np.int64)
+        wire = None
+        if len(idx):
+            parsed, bad = self._bisect_array(values, 0, len(idx))
+            errors.extend((int(idx[i]), cause) for i, cause in bad)
+            if parsed:
+                wire = pa.concat_tables([t for _, _, t in parsed]) if len(parsed) > 1 else parsed[0][2]
+                if len(parsed) > 1 or parsed[0][1] - parsed[0][0] != len(idx):
+                    idx = idx[np.concatenate([np.arange(lo, hi) for lo, hi, _ in parsed])]
+        if wire is None or wire.num_rows == 0:
+            errors.sort()
+            return Decoded(self.target.empty_table(), np.zeros(0, np.int64), errors)
+        rows, bad = self._cast(wire)
+        if bad:
+            keep = np.ones(len(idx), bool)
+            keep[[pos for pos, _ in bad]] = False
+            errors.extend((int(idx[pos]), cause) for pos, cause in bad)
+            rows = rows.filter(pa.array(keep))
+            idx = idx[keep]
+        errors.sort()
+        return Decoded(rows, idx, errors)
+
+    def _bisect_array(self, values: pa.Array, lo: int, hi: int):
+        """_bisect over the values lo..hi of an Arrow array (no null, empty or blank one among
+        them): the parsed (lo, hi, table) chunks in order, and (position, cause) of the bad."""
+        try:
+            table = self._parse_block(self._joined(values.slice(lo, hi - lo)))
+            if table.num_rows == hi - lo:
+                return [(lo, hi, table)], []
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            pass
+        if hi - lo == 1:
+            return [], [(lo, self._parse_one(values[lo].as_py()) or "the record could not be read")]
+        mid = lo + (hi - lo) // 2
+        left, lbad = self._bisect_array(values, lo, mid)
+        right, rbad = self._bisect_array(values, mid, hi)
+        return left + right, lbad + rbad
+
+    def _joined(self, values: pa.Array) -> pa.Buffer:
+        """The values one per line (each followed by a newline), joined by Arrow; for JSON, a
+        newline or carriage return inside a value is made a space first (as in _parse)."""
+        joined = _lines(values)
+        if self.encode == "json":
+            u = np.frombuffer(joined, np.uint8)
+            if np.count_nonzero(u == 10) != len(values) or (u == 13).any():
+                values = pc.replace_substring(pc.replace_substring(values, b"\n", b" "), b"\r", b" ")
+                joined = _lines(values)
+        return joined
+
     # -- typing --------------------------------------------------------------------------------
     def _cast(self, wire: pa.Table) -> tuple[pa.Table, list[tuple[int, str]]]:
         """The declared types, and (row, cause) for every value that does not fit its column.
@@ -194,15 +267,15 @@ class RecordDecoder:
             checks.append(f"WHEN {src} IS NOT NULL AND {cast} IS NULL THEN "
                           f"'column \"{name}\": cannot read ' || CAST({src} AS VARCHAR) || ' as {c.type}'")
         problem = f"CASE {' '.join(checks)} END"
-        narrow = wire.select([c.name for c, _ in rest]).append_column("rw_pos", pa.array(range(wire.num_rows), pa.int64()))
+        narrow = wire.select([c.name for c, _ in rest]).append_column("rw_pos", pa.array(np.arange(wire.num_rows,
+                                                                                                  dtype=np.int64)))
         out = self.engine.sql(f"SELECT {', '.join(select)}, {problem} AS rw_problem, rw_pos FROM w "
                               "ORDER BY rw_pos", w=narrow)
         problems = out.column("rw_problem")
         bad = []
         if problems.null_count != out.num_rows:
-            for pos, p in zip(out.column("rw_pos").to_pylist(), problems.to_pylist()):
-                if p is not None:
-                    bad.append((pos, p))
+            flagged = out.filter(pc.is_valid(problems))
+            bad = list(zip(flagged.column("rw_pos").to_pylist(), flagged.column("rw_problem").to_pylist()))
         cols = [done[c.name] if c.name in done else out.column(c.name) for c in self.columns]
         return pa.table(cols, names=[c.name for c in self.columns]).cast(self.target), bad
 
@@ -258,6 +331,37 @@ class RecordDecoder:
         bad_set = {pos for pos, _ in bad}
         keep = [pos for pos in range(wire.num_rows) if pos not in bad_set]
         return Decoded(rows.take(pa.array(keep, pa.int64())), keep, sorted(bad))
+
+
+def _reader(joined: bytes | pa.Buffer) -> pa.BufferReader:
+    return pa.BufferReader(joined if isinstance(joined, pa.Buffer) else pa.py_buffer(joined))
+
+
+def _one_array(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Binary values as one array (large_binary when they hold 2 GB or more)."""
+    if isinstance(values, pa.ChunkedArray):
+        chunks = values.chunks
+        if not chunks:
+            return pa.array([], pa.binary())
+        if len(chunks) == 1:
+            values = chunks[0]
+        elif sum(c.nbytes for c in chunks) >= (1 << 31) - 1:
+            values = pa.concat_arrays([c.cast(pa.large_binary()) for c in chunks])
+        else:
+            values = pa.concat_arrays([c.cast(pa.binary()) for c in chunks])
+    if pa.types.is_string(values.type) or pa.types.is_large_string(values.type) or pa.types.is_binary_view(values.type):
+        values = values.cast(pa.large_binary() if pa.types.is_large_string(values.type) else pa.binary())
+    return values
+
+
+def _lines(values: pa.Array) -> pa.Buffer:
+    """The values each followed by a newline, as one buffer (Arrow joins them)."""
+    newline = pa.scalar(b"\n", values.type)
+    joined = pc.binary_join_element_wise(values, pa.scalar(b"", values.type), newline)
+    width = np.int64 if pa.types.is_large_binary(joined.type) else np.int32
+    offsets = np.frombuffer(joined.buffers()[1], width)
+    first, last = int(offsets[joined.offset]), int(offsets[joined.offset + len(joined)])
+    return joined.buffers()[2].slice(first, last - first) if last > first else pa.py_buffer(b"")
 
 
 def _all_present(values) -> bool:

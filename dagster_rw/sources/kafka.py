@@ -17,14 +17,11 @@ import numpy as np
 
 from ..errors import OperationalError
 from . import kafka_records
+from .kafka_fetch import Fetch
 
 _CONSUMERS: dict[str, object] = {}  # one consumer per cluster and login, its connections shared by reads
 _MAX_CONSUMERS = 8
 _LOCK = threading.Lock()
-_FETCH_BYTES = 64 << 20  # per fetch response (a broker may send less)
-_PARTITION_FETCH_BYTES = 16 << 20
-_FETCH_WAIT_MS = 100
-_IN_FLIGHT = 3  # fetch requests of one read at a time (kafka-python allows 5 per connection)
 
 
 @dataclass
@@ -134,7 +131,7 @@ class KafkaTopic:
             return out
         with _LOCK:
             try:
-                fetch = _Fetch(self, c)
+                fetch = Fetch(c, self.topic, self.timeout, self._fail)
                 deadline = time.monotonic() + self.timeout
                 while waiting:
                     if time.monotonic() > deadline:
@@ -176,7 +173,7 @@ class KafkaTopic:
         c = self._consumer()
         with _LOCK:
             try:
-                _Fetch(self, c).read(ranges, out)
+                Fetch(c, self.topic, self.timeout, self._fail).read(ranges, out)
             except OperationalError:
                 raise
             except kafka_records.CorruptRecords as e:
@@ -184,112 +181,3 @@ class KafkaTopic:
             except Exception as e:
                 raise self._fail("cannot read records", e) from None
         return out
-
-
-class _Fetch:
-    """Fetch requests sent through a consumer's connections (kafka-python's protocol layer), one
-    per partition in flight at a time, and their answers in the order they were sent."""
-
-    def __init__(self, topic: KafkaTopic, consumer):
-        self.topic = topic
-        self.manager = consumer._manager
-        self.in_flight: dict[int, tuple[int, object, threading.Event]] = {}  # partition -> (offset, future, done)
-        self.last_progress = time.monotonic()
-
-    def send(self, p: int, offset: int) -> None:
-        """Send partition p's fetch from `offset` (not when its leader is not known yet: then
-        ask for the metadata, and the next send_all tries again)."""
-        from kafka import TopicPartition
-        from kafka.protocol.consumer import FetchRequest
-
-        node = self.manager.cluster.leader_for_partition(TopicPartition(self.topic.topic, p))
-        if node is None or node == -1:
-            self.manager.cluster.request_update()
-            return
-        part = FetchRequest.FetchTopic.FetchPartition(
-            partition=p, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,
-            log_start_offset=-1, partition_max_bytes=_PARTITION_FETCH_BYTES)
-        request = FetchRequest(
-            max_wait_ms=_FETCH_WAIT_MS, min_bytes=1, max_bytes=_FETCH_BYTES, isolation_level=0, session_id=0,
-            session_epoch=-1, topics=[FetchRequest.FetchTopic(topic=self.topic.topic, partitions=[part])],
-            forgotten_topics_data=[], rack_id="", max_version=12)
-        done = threading.Event()
-        future = self.manager.call_soon(self.manager.send, request, node)
-        future.add_both(lambda _: done.set())
-        self.in_flight[p] = (offset, future, done)
-
-    def send_all(self, positions: dict[int, int]) -> None:
-        """A fetch for each partition of `positions` that has none in flight (a few at a time)."""
-        for p in sorted(set(positions) - set(self.in_flight)):
-            if len(self.in_flight) >= _IN_FLIGHT:
-                break
-            self.send(p, positions[p])
-
-    def wait(self):
-        """The answer to the oldest fetch: (partition, offset fetched, its partition data), the
-        data None after a retriable failure. Raises when nothing moved for the topic's timeout."""
-        from kafka import errors as Errors
-
-        stalled = time.monotonic() - self.last_progress > self.topic.timeout
-        if not self.in_flight:  # no leader known yet: wait for the metadata
-            if stalled:
-                raise self.topic._fail("cannot fetch", "no leader known for the topic's partitions")
-            time.sleep(0.1)
-            return None, None, None
-        p = next(iter(self.in_flight))  # one connection answers in order; so, mostly, do several
-        offset, future, done = self.in_flight.pop(p)
-        if not done.wait(self.topic.timeout + 30):
-            raise self.topic._fail("cannot fetch", f"no fetch response for partition {p}")
-        if future.failed():
-            if not isinstance(future.exception, Errors.RetriableError) or stalled:
-                raise future.exception
-            self.manager.cluster.request_update()
-            time.sleep(0.1)
-            return p, offset, None
-        data = None
-        for t in future.value.responses:
-            for part in t.partitions:
-                if t.topic == self.topic.topic and part.partition_index == p:
-                    data = part
-        error = Errors.for_code(data.error_code) if data is not None else Errors.NoError
-        if error is Errors.OffsetOutOfRangeError:
-            raise self.topic._fail("records recorded in an epoch could not be read (retention?)",
-                                   f"offset {offset} of partition {p} is out of range")
-        if error is not Errors.NoError:
-            if not issubclass(error, Errors.RetriableError) or stalled:
-                raise error(f"partition {p}")
-            self.manager.cluster.request_update()
-            time.sleep(0.1)
-            return p, offset, None
-        return p, offset, data
-
-    def read(self, ranges: dict[int, tuple[int, int]], out: dict[int, list[kafka_records.Records]]) -> None:
-        """The records of `ranges` into `out`. A partition's next fetch goes out as soon as a
-        response's batch headers say where it stops, before its records are decoded."""
-        position = {p: start for p, (start, _) in ranges.items()}
-        pending = dict(position)
-        while pending:
-            self.send_all(pending)
-            p, fetched, data = self.wait()
-            if data is None:
-                continue
-            start, end = ranges[p]
-            buf = data.records or b""
-            nxt = kafka_records.next_offset(buf)
-            if nxt is None or nxt <= fetched:
-                if time.monotonic() - self.last_progress > self.topic.timeout:
-                    raise self.topic._fail("records recorded in an epoch could not be read (retention?)",
-                                           f"stalled at {({q: position[q] for q in pending})}, "
-                                           f"wanted up to {({q: ranges[q][1] for q in pending})}")
-                time.sleep(0.01)  # a broker that answers at once without records is not asked in a busy loop
-                continue
-            self.last_progress = time.monotonic()
-            position[p] = nxt
-            if nxt >= end:
-                del pending[p]
-            else:
-                pending[p] = nxt
-                self.send(p, nxt)
-            records, _ = kafka_records.decode(buf, max(start, fetched), end)
-            if len(records):
-                out[p].append(records)

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-HEADER = struct.Struct(">qiibIhiqqqhii")  # the v2 batch header, 61 bytes
-HEADER_SIZE = HEADER.size
+HEADER = ">qiibIhiqqqhii"  # the v2 batch header, 61 bytes (a format, not a struct.Struct: this module is pickled)
+HEADER_SIZE = struct.calcsize(HEADER)
 LOG_OVERHEAD = 12  # base offset and length: the part of a batch its length does not count
 CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 TIMESTAMP_TYPE_MASK = 0x08  # LogAppendTime: every record's timestamp is the batch's max timestamp
@@ -63,8 +63,8 @@ class Records:
         return _slices(self.data, self.key_starts, self.key_lengths)
 
     def value_array(self):
-        """The values as one Arrow binary array (offsets and data, nulls where the value is null)."""
-        return _binary_array(self.data, self.value_starts, self.value_lengths)
+        """The values as one Arrow binary array (nulls where the value is null)."""
+        return value_array([self])
 
     def take(self, mask: np.ndarray) -> Records:
         return Records(self.offsets[mask], self.timestamps[mask], self.data, self.key_starts[mask],
@@ -102,7 +102,54 @@ def _slices(data: bytes, starts: np.ndarray, lengths: np.ndarray) -> list[bytes 
     return [data[s:e] for s, e in zip(starts.tolist(), ends.tolist())]
 
 
-def _binary_array(data: bytes, starts: np.ndarray, lengths: np.ndarray):
+def value_array(parts: list[Records]):
+    """The values of `parts`, one after the other, as one Arrow binary array (large_binary past
+    2 GB; nulls where a value is null). Built as a binary view over the parts' buffers (a length
+    and a place per value, the first bytes inline, numpy over records, not bytes), then cast by
+    Arrow, which copies the value bytes once."""
+    import pyarrow as pa
+
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return pa.array([], pa.binary())
+    if any(len(p.data) >= 1 << 31 for p in parts):  # a view's place is an int32: not from one fetch
+        return pa.concat_arrays([_gathered(p.data, p.value_starts, p.value_lengths).cast(pa.large_binary())
+                                 for p in parts])
+    lengths = np.concatenate([p.value_lengths for p in parts])
+    views = np.concatenate([_views(p.data, p.value_starts, p.value_lengths, i) for i, p in enumerate(parts)])
+    nulls = int((lengths < 0).sum())
+    validity = pa.py_buffer(np.packbits(lengths >= 0, bitorder="little").tobytes()) if nulls else None
+    array = pa.Array.from_buffers(pa.binary_view(), len(lengths),
+                                  [validity, pa.py_buffer(views), *(pa.py_buffer(p.data) for p in parts)],
+                                  null_count=nulls)
+    total = int(np.maximum(lengths, 0).sum())
+    return array.cast(pa.binary() if total < (1 << 31) - 1 else pa.large_binary())
+
+
+def _views(data: bytes, starts: np.ndarray, lengths: np.ndarray, index: int) -> np.ndarray:
+    """Arrow's 16-byte views of values in buffer `index`: the length, then the value itself when
+    it has at most 12 bytes, else its first 4 bytes, the buffer's index and the value's start."""
+    n = len(starts)
+    size = np.maximum(lengths, 0)
+    views = np.zeros((n, 16), np.uint8)
+    src = np.frombuffer(data, np.uint8)
+    if n and len(src):
+        at = starts[:, None] + np.arange(12)
+        np.minimum(at, len(src) - 1, out=at)
+        head = src[at]
+        head[np.arange(12) >= size[:, None]] = 0  # past a short value: zeros, as the format wants
+        views[:, 4:] = head
+    words = views.view(np.int32)
+    words[:, 0] = size
+    long = size > 12
+    words[long, 2] = index
+    words[long, 3] = starts[long]
+    return views
+
+
+def _gathered(data: bytes, starts: np.ndarray, lengths: np.ndarray):
+    """The values as one Arrow binary array, gathered byte by byte by numpy (for a buffer too
+    large for a view's int32 place)."""
     import pyarrow as pa
 
     n = len(starts)
@@ -168,7 +215,8 @@ def decode(buf: bytes, start: int = 0, end: int | None = None) -> tuple[Records,
             continue
         if length + LOG_OVERHEAD < HEADER_SIZE:
             raise CorruptRecords(f"record batch at offset {base} is {length} bytes long")
-        (base, _, _, _, _, attributes, last_delta, first_ts, max_ts, _, _, _, count) = HEADER.unpack_from(buf, pos)
+        (base, _, _, _, _, attributes, last_delta, first_ts, max_ts, _, _, _, count) = \
+            struct.unpack_from(HEADER, buf, pos)
         nxt = base + last_delta + 1
         if not attributes & CONTROL_MASK and count > 0 and base + last_delta >= start and (end is None or base < end):
             area = mv[pos + HEADER_SIZE:stop]

@@ -1,14 +1,19 @@
 """Splits: a large epoch's offset ranges cut into pieces that Spark tasks read in parallel.
 
-Each task reads the raw records of its splits (partition, offset, value) with its own consumer and
-returns them as Arrow batches; decoding stays vectorized on the driver. Reading a split is a pure
-function of (partition, start, end), so the result equals the in-process read, whatever the
-number of tasks. This module imports nothing of dagster_rw: Spark ships its functions by value
-to the workers (local or behind Spark Connect), which need only kafka-python and pyarrow.
+Each task reads the raw records of its splits (partition, offset, value) as the in-process read
+does: fetch requests through its own consumer's connections, record batches decoded in bulk
+(kafka_fetch, kafka_records), the values one Arrow array; it returns them as Arrow batches, and
+decoding stays vectorized on the driver. Reading a split is a pure function of (partition, start,
+end), so the result equals the in-process read, whatever the number of tasks. This module, like
+the two it reads with, imports nothing else of dagster_rw: Spark ships the three by value to the
+workers (local or behind Spark Connect), which need only kafka-python, numpy and pyarrow.
 """
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
+
+from . import kafka_fetch, kafka_records
 
 SPLIT_SCHEMA = pa.schema([("partition", pa.int32()), ("offset", pa.int64()), ("value", pa.binary())])
 
@@ -28,34 +33,22 @@ def read_split(bootstrap: str, topic: str, partition: int, start: int, end: int,
                security: dict | None = None) -> pa.RecordBatch:
     """Every record with start <= offset < end of one partition, as one Arrow batch (`security`:
     kafka-python's security_protocol and sasl_* settings, see sources.kafka)."""
-    import time
-
     from kafka import KafkaConsumer, TopicPartition
 
-    tp = TopicPartition(topic, partition)
-    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None, check_crcs=False,
-                      max_poll_records=200_000, fetch_max_bytes=64 << 20, max_partition_fetch_bytes=16 << 20,
-                      fetch_max_wait_ms=100, auto_offset_reset="earliest", **(security or {}))
-    offsets, values = [], []
+    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None, client_id="dagster-rw",
+                      request_timeout_ms=15_000, **(security or {}))
+    out: dict[int, list[kafka_records.Records]] = {partition: []}
     try:
-        c.assign([tp])
-        c.seek(tp, start)
-        last = time.monotonic()
-        while c.position(tp) < end:
-            recs = c.poll(timeout_ms=500).get(tp, [])
-            if recs:
-                last = time.monotonic()
-            elif time.monotonic() - last > timeout:
-                raise RuntimeError(f"Kafka topic {topic!r} partition {partition}: records {start}..{end} could "
-                                   f"not be read (stalled at {c.position(tp)})")
-            for r in recs:
-                if start <= r.offset < end:
-                    offsets.append(r.offset)
-                    values.append(r.value)
+        c.assign([TopicPartition(topic, partition)])  # the topic's metadata (its leaders) is then asked for
+        if end > start:
+            kafka_fetch.Fetch(c, topic, timeout).read({partition: (start, end)}, out)
     finally:
         c.close()
-    return pa.record_batch([pa.array([partition] * len(offsets), pa.int32()), pa.array(offsets, pa.int64()),
-                            pa.array(values, pa.binary())], schema=SPLIT_SCHEMA)
+    parts = out[partition]
+    offsets = np.concatenate([r.offsets for r in parts]) if parts else np.zeros(0, np.int64)
+    values = kafka_records.value_array(parts)
+    return pa.record_batch([pa.array(np.full(len(offsets), partition, np.int32)), pa.array(offsets, pa.int64()),
+                            values.cast(pa.binary())], schema=SPLIT_SCHEMA)
 
 
 def read_on_spark(spark, bootstrap: str, topic: str, splits: list[tuple[int, int, int]],
@@ -67,7 +60,8 @@ def read_on_spark(spark, bootstrap: str, topic: str, splits: list[tuple[int, int
 
     from pyspark import cloudpickle
 
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    for module in (kafka_records, kafka_fetch, sys.modules[__name__]):
+        cloudpickle.register_pickle_by_value(module)
 
     def read_batches(batches):
         for batch in batches:
