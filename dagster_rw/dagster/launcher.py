@@ -16,7 +16,7 @@ In the instance's dagster.yaml:
       module: dagster_rw.dagster.launcher
       class: WarmRunLauncher
       config:
-        preload_modules: [dagster_rw.dagster, great_expectations]
+        preload_modules: [dagster_rw.dagster]
 
 `preload_modules` (default: `dagster_rw.dagster`) are imported by the waiting process; a module that
 fails to import is skipped. A code location on another Python (`executable_path`) gets a waiting
@@ -25,9 +25,9 @@ The first run of a process that launches runs (the daemon, or the webserver when
 starts a new process too: the waiting one is started only by a launch, so the many processes that
 open the instance without launching (run workers, command line tools) start none.
 
-Runs are terminated with SIGTERM (Dagster's run worker then stops at the next step boundary and
-marks the run canceled); run monitoring asks the process by its id (the run's `dagster_rw/run_worker_pid`
-tag) whether it still runs.
+Runs are terminated with SIGTERM (Dagster's run worker interrupts the run and marks it canceled);
+run monitoring asks the process by its id (the run's `dagster_rw/run_worker_pid` tag) whether it
+still runs.
 """
 from __future__ import annotations
 
