@@ -592,7 +592,8 @@ def _advance_idle(wh: StepWarehouse, obj: CatalogObject, m: Manifest, target: in
     nxt.stats = {
         "row_count": m.stats.get("row_count", None if m.state.get(OUTPUT) else 0),
         "epochs_processed": target - m.epoch, "rows_in": 0, "rows_inserted": 0, "rows_deleted": 0,
-        "step_seconds": round(time.perf_counter() - t0, 6), "engine": wh.engine.name,
+        "step_seconds": round(time.perf_counter() - t0, 6),
+        "engine": wh.step_engine(0).name,  # (the engine an empty step gets: in-process unless forced)
         "committed_at": time.time(),
     }
     if not wh.batching:
