@@ -115,3 +115,16 @@ def test_csv_values_in_an_arrow_array_decode_as_one_by_one(values):
     assert got.good.tolist() == list(want.good)
     assert got.errors == want.errors
     assert got.rows.equals(want.rows)
+
+
+def test_json_null_records_read_as_rows_of_nulls_wherever_a_parse_block_starts():
+    """A record that is JSON null, alone or at the start of one of the reader's blocks (8 MB of text
+    and more here), is a row of NULLs, as anywhere else (pyarrow's reader alone crashes on them)."""
+    values = [b"null", b' {"a": 1} ', b'{"a": 2, "s": null}', b"\tnull "] + [b"null"] * 3_000_000  # 15 MB: 2 blocks
+    for decoded in (RecordDecoder(COLUMNS, "json").decode(values),
+                    RecordDecoder(COLUMNS, "json").decode_array(pa.array(values, pa.binary()))):
+        assert list(decoded.good) == list(range(len(values))) and decoded.errors == []
+        assert decoded.rows.column("a").to_pylist()[:5] == [None, 1, 2, None, None]
+    lone = RecordDecoder(COLUMNS, "json")
+    assert [lone.decode(v).rows.num_rows for v in ([b"null"], [b"{broken", b"null"])] == [1, 1]
+    assert lone.decode_array(pa.array([b" null"], pa.binary())).rows.num_rows == 1

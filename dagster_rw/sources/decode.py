@@ -9,6 +9,7 @@ is dropped silently.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -91,12 +92,8 @@ class RecordDecoder:
     def _parse_block(self, joined: bytes | pa.Buffer) -> pa.Table:
         """Records one per line, parsed in one go."""
         if self.encode == "json":
-            head = joined[:64].to_pybytes() if isinstance(joined, pa.Buffer) else joined[:64]
-            if not head.lstrip().startswith(b"{"):
-                # pyarrow's reader crashes on text whose first document is JSON null: one empty
-                # object goes first (its row is dropped), so a null reads as in any other place
-                text = joined.to_pybytes() if isinstance(joined, pa.Buffer) else joined
-                return self._parse_block(b"{}\n" + text).slice(1)
+            if not isinstance(joined, pa.Buffer):  # decode_array's text has none (see there)
+                joined = _without_null_documents(joined)
             opts = pajson.ParseOptions(explicit_schema=self.wire, unexpected_field_behavior="ignore")
             # blocks of a few MB are parsed by several threads at once; a record longer than a
             # block fails the batch, and is then parsed alone (see _bisect) in a block of its size
@@ -191,6 +188,10 @@ class RecordDecoder:
             values = values.filter(pc.invert(absent))
         else:
             idx = np.arange(n, dtype=np.int64)
+        if self.encode == "json" and len(values) and pc.any(pc.match_substring(values.view(text), "null")).as_py():
+            null_document = pc.equal(pc.ascii_trim_whitespace(values.view(text)), "null")
+            if pc.any(null_document).as_py():  # see _without_null_documents
+                values = pc.if_else(null_document, pa.scalar(b"{}", values.type), values)
         wire = None
         if len(idx):
             parsed, bad = self._bisect_array(values, 0, len(idx))
@@ -331,6 +332,18 @@ class RecordDecoder:
         bad_set = {pos for pos, _ in bad}
         keep = [pos for pos in range(wire.num_rows) if pos not in bad_set]
         return Decoded(rows.take(pa.array(keep, pa.int64())), keep, sorted(bad))
+
+
+_NULL_DOCUMENT = re.compile(rb"(?:^|\n)[ \t\r\x0b\x0c]*null[ \t\r\x0b\x0c]*(?=\n|$)")
+
+
+def _without_null_documents(text: bytes) -> bytes:
+    """JSON text, one record per line, with each record that is only `null` made `{}`: pyarrow's
+    reader crashes on a block of the text that starts with a null document, and reads one elsewhere
+    as a row of NULLs, which `{}` is too."""
+    if b"null" not in text:
+        return text
+    return _NULL_DOCUMENT.sub(lambda m: b"\n{}" if m.group().startswith(b"\n") else b"{}", text)
 
 
 def _reader(joined: bytes | pa.Buffer) -> pa.BufferReader:
