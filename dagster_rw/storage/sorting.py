@@ -69,9 +69,9 @@ def sort_values(values: np.ndarray) -> np.ndarray:
     """An array's values in ascending order, as a new array: large integer arrays with the faster
     of numpy's sort and Polars' (single-threaded, without the GIL), measured once per process.
 
-    Where numpy's AVX-512 sort runs on AMD Zen 4 (the EPYC machines this project is measured on),
-    its compress-stores are microcoded and it is slower than scalar code: 100k 64-bit values take
-    ~3.8 ms there (1M: ~53 ms), Polars ~1.2 ms (1M: ~15 ms). On CPUs where numpy's SIMD sort
+    Where numpy's AVX-512 sort runs on AMD Zen 4, its compress-stores are microcoded and it is
+    slower than scalar code: 100k 64-bit values take ~3.8 ms there (1M: ~53 ms), Polars ~1.2 ms
+    (1M: ~15 ms). On CPUs where numpy's SIMD sort
     works it beats Polars, hence the measurement rather than a fixed choice. A 50M-row benchmark
     epoch sorts ~300k values on its writer threads (storage files of ~100k rows each)."""
     if len(values) < TUNING.fast_sort_min_values or values.dtype.kind not in "iu":
