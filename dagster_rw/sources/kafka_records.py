@@ -176,20 +176,28 @@ def _gathered(data: bytes, starts: np.ndarray, lengths: np.ndarray):
 def next_offset(buf: bytes) -> int | None:
     """The offset after the last complete batch of a record set (None when it holds none): where
     the next fetch starts. Reads only the batch headers (all of an entry of the older formats)."""
-    pos, end, nxt = 0, len(buf), None
-    while pos + LOG_OVERHEAD <= end:
-        base, length = struct.unpack_from(">qi", buf, pos)
-        stop = pos + LOG_OVERHEAD + length
-        if stop > end or length < 0:
-            break
-        if pos + 17 <= end and buf[pos + 16] == 2:
+    nxt = None
+    for pos, base, stop, magic in _entries(buf):
+        if magic == 2:
             (last_delta,) = struct.unpack_from(">i", buf, pos + 23)
             nxt = base + last_delta + 1
         else:
             _, last = _legacy(memoryview(buf)[pos:stop])
             nxt = last + 1 if last is not None else nxt
-        pos = stop
     return nxt
+
+
+def _entries(buf: bytes):
+    """The complete entries of a record set (batches, or messages of the older formats), in order:
+    (position, base offset, end position, magic byte or -1); stops at one cut short."""
+    pos, size = 0, len(buf)
+    while pos + LOG_OVERHEAD <= size:
+        base, length = struct.unpack_from(">qi", buf, pos)
+        stop = pos + LOG_OVERHEAD + length
+        if stop > size or length < 0:
+            return
+        yield pos, base, stop, (buf[pos + 16] if pos + 17 <= size else -1)
+        pos = stop
 
 
 def decode(buf: bytes, start: int = 0, end: int | None = None) -> tuple[Records, int | None]:
@@ -199,22 +207,16 @@ def decode(buf: bytes, start: int = 0, end: int | None = None) -> tuple[Records,
     mv = memoryview(buf)
     areas: list = []  # record areas of v2 batches, each: (bytes-like, record count, base offset, timestamps)
     legacy: list[Records] = []
-    pos, size, nxt = 0, len(buf), None
-    while pos + LOG_OVERHEAD <= size:
-        base, length = struct.unpack_from(">qi", buf, pos)
-        stop = pos + LOG_OVERHEAD + length
-        if stop > size or length < 0:
-            break
-        magic = buf[pos + 16] if pos + 17 <= size else -1
+    nxt = None
+    for pos, base, stop, magic in _entries(buf):
         if magic != 2:
             part, last = _legacy(mv[pos:stop])
             if last is not None:
                 nxt = last + 1
                 legacy.append(part)
-            pos = stop
             continue
-        if length + LOG_OVERHEAD < HEADER_SIZE:
-            raise CorruptRecords(f"record batch at offset {base} is {length} bytes long")
+        if stop - pos < HEADER_SIZE:
+            raise CorruptRecords(f"record batch at offset {base} is {stop - pos - LOG_OVERHEAD} bytes long")
         (base, _, _, _, _, attributes, last_delta, first_ts, max_ts, _, _, _, count) = \
             struct.unpack_from(HEADER, buf, pos)
         nxt = base + last_delta + 1
@@ -225,7 +227,6 @@ def decode(buf: bytes, start: int = 0, end: int | None = None) -> tuple[Records,
                 area = _decompress(codec, area, base)
             log_append = bool(attributes & TIMESTAMP_TYPE_MASK)
             areas.append((area, count, base, max_ts if log_append else first_ts, log_append))
-        pos = stop
     records = _decode_areas(areas) if areas else empty()
     if legacy:
         records = concat(legacy + [records])
@@ -257,7 +258,6 @@ def _decompress(codec: int, area, base: int) -> bytes:
 
 def _decode_areas(areas: list) -> Records:
     counts = np.array([a[1] for a in areas], np.int64)
-    n = int(counts.sum())
     data = b"".join([a[0] for a in areas] + [_PAD])
     bounds = np.cumsum([0] + [len(a[0]) for a in areas])
     body, stop = _follow_lengths(data, bounds.tolist(), counts.tolist(), [a[2] for a in areas])
