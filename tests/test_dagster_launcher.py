@@ -102,13 +102,18 @@ def test_runs_start_in_processes_started_ahead(tmp_path):
     assert waiting[0].wait(10) is not None
 
 
-def test_terminate_cancels_the_run_in_its_worker(tmp_path):
+def _started_slow_run(instance, tmp_path):
+    """Launch the job whose op waits for a file, and wait until the op runs: (run id, run)."""
     started, release = tmp_path / "started", tmp_path / "release"
     config = {"ops": {"wait_for_file": {"config": {"started": str(started), "release": str(release)}}}}
+    run_id = _launch(instance, tmp_path, "slow", config)
+    _wait_for(started.exists, "the op did not start")
+    return run_id, instance.get_run_by_id(run_id)
+
+
+def test_terminate_cancels_the_run_in_its_worker(tmp_path):
     with dg.instance_for_test(overrides=_launcher_config(), temp_dir=_home(tmp_path)) as instance:
-        run_id = _launch(instance, tmp_path, "slow", config)
-        _wait_for(started.exists, "the op did not start")
-        run = instance.get_run_by_id(run_id)
+        run_id, run = _started_slow_run(instance, tmp_path)
         assert run.status == dg.DagsterRunStatus.STARTED
         assert instance.run_launcher.check_run_worker_health(run).status == WorkerStatus.RUNNING
         assert instance.run_launcher.terminate(run_id)
@@ -117,12 +122,8 @@ def test_terminate_cancels_the_run_in_its_worker(tmp_path):
 
 
 def test_a_killed_worker_fails_its_health_check(tmp_path):
-    started, release = tmp_path / "started", tmp_path / "release"
-    config = {"ops": {"wait_for_file": {"config": {"started": str(started), "release": str(release)}}}}
     with dg.instance_for_test(overrides=_launcher_config(), temp_dir=_home(tmp_path)) as instance:
-        run_id = _launch(instance, tmp_path, "slow", config)
-        _wait_for(started.exists, "the op did not start")
-        run = instance.get_run_by_id(run_id)
+        run_id, run = _started_slow_run(instance, tmp_path)
         os.kill(int(run.tags[PID_TAG]), signal.SIGKILL)
         launcher = instance.run_launcher
         health = _wait_for(lambda: (h := launcher.check_run_worker_health(run)).status != WorkerStatus.RUNNING and h,
