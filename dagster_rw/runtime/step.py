@@ -307,7 +307,7 @@ def _first_load(wh: StepWarehouse, obj: CatalogObject, m: Manifest, ctx: StepCon
         sst_cache.discard(wh.store.cache_path(key))
     ctx.rows_in = rows
     counts = {"ins": sum(f.rows for f in state), "del": 0}
-    return _finish_commit(wh, obj, m, ctx, {OUTPUT: out}, {OUTPUT: state, None: changes}, counts, committed, target,
+    return _finish_commit(wh, obj, m, ctx.rows_in, ctx.engine, {OUTPUT: out}, {OUTPUT: state, None: changes}, counts, committed, target,
                           t0)
 
 
@@ -520,7 +520,7 @@ def _commit_output(wh: StepWarehouse, obj: CatalogObject, m: Manifest, ctx: Step
 
         def finish() -> int:
             written = {k: (futures[k].result() if k in futures else None) for k in prepared}
-            return _finish_commit(wh, obj, m, ctx, tables, written, counts, start, target, t0)
+            return _finish_commit(wh, obj, m, ctx.rows_in, ctx.engine, tables, written, counts, start, target, t0)
 
         wh.defer_commit(obj.name, provisional, finish)
         return target
@@ -536,11 +536,13 @@ def _commit_output(wh: StepWarehouse, obj: CatalogObject, m: Manifest, ctx: Step
             if name is not None and written[name] is not None:
                 _indexer().submit(tables[name].index_ahead, written[name])
     written.update({name: future.result() for name, future in early.items()})
-    return _finish_commit(wh, obj, m, ctx, tables, written, counts, start, target, t0)
+    return _finish_commit(wh, obj, m, ctx.rows_in, ctx.engine, tables, written, counts, start, target, t0)
 
 
-def _finish_commit(wh: StepWarehouse, obj: CatalogObject, m: Manifest, ctx: StepContext, tables: dict, written: dict,
-                   counts: dict, start: int, target: int, t0: float) -> int:
+def _finish_commit(wh: StepWarehouse, obj: CatalogObject, m: Manifest, rows_in: int | None, engine, tables: dict,
+                   written: dict, counts: dict, start: int, target: int, t0: float) -> int:
+    """Commit the step's manifest: its new files (`written`, by state table; None: the change log),
+    merges the compactor chose, change files every consumer has read let go, and the step's stats."""
     state = dict(m.state)
     dropped: list[str] = []
     for name, table in tables.items():
@@ -560,13 +562,13 @@ def _finish_commit(wh: StepWarehouse, obj: CatalogObject, m: Manifest, ctx: Step
         # exact: a consolidated step delta inserts and deletes whole rows of the output
         "row_count": None if previous_rows is None else int(previous_rows + counts["ins"] - counts["del"]),
         "epochs_processed": target - start if m.exists else 0,
-        "rows_in": ctx.rows_in,
+        "rows_in": rows_in,
         "rows_inserted": int(counts["ins"]),
         "rows_deleted": int(counts["del"]),
         "step_seconds": round(time.perf_counter() - t0, 6),
-        "engine": ctx.engine.name,
-        **({"spark_joins": "broadcast" if ctx.engine.join_strategy == "broadcast" else "shuffle"}
-           if ctx.engine is not wh.engine else {}),
+        "engine": engine.name,
+        **({"spark_joins": "broadcast" if engine.join_strategy == "broadcast" else "shuffle"}
+           if engine is not wh.engine else {}),
         "committed_at": time.time(),
     }
     if not wh.batching:  # (a FLUSH's round commits all its objects at once, or none)
@@ -584,22 +586,9 @@ def _advance_idle(wh: StepWarehouse, obj: CatalogObject, m: Manifest, target: in
     """An object whose inputs brought nothing new up to `target` (a table without staged DML, a view
     whose inputs wrote no change files and that reads no watermark) moves to `target` without a
     step: no operator runs and no file is written; its manifest's new epoch joins the commit, and
-    change files every consumer has read are let go, as a step would."""
-    watermark = wh.consumer_watermark(obj.name, target)
-    nxt = Manifest(object=obj.name, version=m.version, epoch=target, state=dict(m.state),
-                   changelog=[f for f in m.changelog if f.epoch_to > watermark],
-                   garbage=m.garbage, positions=m.positions)
-    nxt.stats = {
-        "row_count": m.stats.get("row_count", None if m.state.get(OUTPUT) else 0),
-        "epochs_processed": target - m.epoch, "rows_in": 0, "rows_inserted": 0, "rows_deleted": 0,
-        "step_seconds": round(time.perf_counter() - t0, 6),
-        "engine": wh.step_engine(0).name,  # (the engine an empty step gets: in-process unless forced)
-        "committed_at": time.time(),
-    }
-    if not wh.batching:
-        wh.settle(obj.inputs)
-    wh.commit_manifest(nxt, [f.key for f in m.changelog if f.epoch_to <= watermark])
-    return target
+    change files every consumer has read are let go, as a step would. Its stats are an empty
+    step's, on the engine an empty step gets (in-process unless the connection forces Spark)."""
+    return _finish_commit(wh, obj, m, 0, wh.step_engine(0), {}, {}, {"ins": 0, "del": 0}, m.epoch, target, t0)
 
 
 def _finish(wh: StepWarehouse, prepared):
