@@ -531,6 +531,7 @@ class PreparedSst:
         if self.order is not None:  # sorted here, on the writer thread; the cache gets the sorted rows
             self.table, self.order = self.table.take(pa.array(self.order())), None
             sst_cache.replace(self.store.cache_path(self.key), self.table)
+        data = None
         if self.table is not None and self.pack is not None and self.table.num_rows < PACKED_ROWS:
             # a small file of a commit that packs its files: encoded in memory, into the pack as is
             data = parquet_bytes(self.table, self.sort_keys)
@@ -539,8 +540,8 @@ class PreparedSst:
                 return SstFile(key=self.key, epoch_from=self.epoch_from, epoch_to=self.epoch_to,
                                rows=self.table.num_rows, bytes=len(data))
         tmp = os.path.join(self.store.scratch_dir(), f"{uuid.uuid4().hex}.parquet")
-        if self.table is not None and self.pack is not None and self.table.num_rows < PACKED_ROWS:
-            with open(tmp, "wb") as f:  # too large for the pack after all: a file of its own
+        if data is not None:  # too large for the pack after all: a file of its own
+            with open(tmp, "wb") as f:
                 f.write(data)
             rows = self.table.num_rows
         elif self.table is not None:
