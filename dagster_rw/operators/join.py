@@ -1,7 +1,10 @@
-"""Inner equi-join: d(L join R) = dL join R_old + L_old join dR + dL join dR.
+"""Inner join: d(L join R) = dL join R_old + L_old join dR + dL join dR.
 
 State: each side's rows indexed by (join key, stream key); a step looks up only the rows whose
-join key appears in the other side's delta.
+join key appears in the other side's delta. Without a join key (a cross join, or a condition of
+comparisons alone: a nested-loop join) the state is keyed by the stream key and a side's delta
+meets the whole of the other side's state: correct at any size, cheap when that side is small
+(a global aggregate's one row).
 """
 from __future__ import annotations
 
@@ -132,12 +135,10 @@ class InnerJoinOp(JoinSides, Operator):
                 if gathered is not None:
                     self.stage_sides(dl, dr)
                     return self.consolidated(gathered, [cname(i) for i in range(len(self.node.columns))])
-            r_hit = self.state("right").lookup(self.keys_of(dl, self.lkeys(), self.rkeys()), self.rkeys())
-            rels["rh"] = self.with_unit_weight(r_hit, self.rcols())
+            rels["rh"] = self.with_unit_weight(self.matching("right", dl), self.rcols())
             parts.append(f"SELECT {self.output_select('l.' + W)} FROM dl l JOIN rh r ON {cond}")
         if changed_r and old_l:  # L_old join dR
-            rels["lh"] = self.with_unit_weight(
-                self.state("left").lookup(self.keys_of(dr, self.rkeys(), self.lkeys()), self.lkeys()), self.lcols())
+            rels["lh"] = self.with_unit_weight(self.matching("left", dr), self.lcols())
             parts.append(f"SELECT {self.output_select('r.' + W)} FROM lh l JOIN dr r ON {cond}")
         if changed_l and changed_r:  # dL join dR
             parts.append(f"SELECT {self.output_select(f'l.{W} * r.{W}')} FROM dl l JOIN dr r ON {cond}")
@@ -147,6 +148,17 @@ class InnerJoinOp(JoinSides, Operator):
             return delta_schema(self.node).empty_table()
         out = self.sql(" UNION ALL ".join(parts), **rels)
         return self.consolidated(out, out_cols)
+
+    def matching(self, side: str, other_delta):
+        """The rows of a side's state that the other side's delta may meet: those with its join
+        keys, or all of them when the join has no key (a nested-loop join)."""
+        if side == "left":
+            on, theirs = self.lkeys(), self.rkeys()
+        else:
+            on, theirs = self.rkeys(), self.lkeys()
+        if not on:
+            return self.state(side).read_all()
+        return self.state(side).lookup(self.keys_of(other_delta, theirs, on), on)
 
     def consolidated(self, delta, cols: list[str]):
         """The join's output delta consolidated, unless it feeds an aggregate (which adds up)."""
@@ -158,7 +170,8 @@ class InnerJoinOp(JoinSides, Operator):
         """dL join R_old without SQL when each join key matches at most one right row (the join
         key is the right side's primary key, of integers): each left row finds its right row by
         binary search in the right state's files, and the two are put side by side."""
-        if not isinstance(dl, pa.Table) or self.node.residual is not None or self.side_pk("right") != self.rkeys():
+        if not isinstance(dl, pa.Table) or self.node.residual is not None or not self.rkeys() \
+                or self.side_pk("right") != self.rkeys():
             return None
         nl, unused, schema = len(self.node.left.columns), self.unused(), delta_schema(self.node)
         # a right key column equals the left one it matched: read only the others from the state

@@ -62,6 +62,11 @@ def _describe(node: Node) -> tuple[str, str]:
         cond = f", residual: {_named(node.residual, node.columns)}" if node.residual is not None else ""
         unused = node.unused if node.kind == "inner" else []
         pruned = f" (without {_names(node, unused)}: read by nothing above)" if unused else ""
+        if not node.left_keys:  # no equality between the sides: each change meets the other side whole
+            cond = f", condition: {_named(node.residual, node.columns)}" if node.residual is not None else ""
+            return (f"StreamNestedLoopJoin {{ type: {node.kind}{cond} }}",
+                    f"left rows by stream key, right rows by stream key{pruned}; a change of one side "
+                    "is joined with all of the other side's rows")
         return (f"StreamHashJoin {{ type: {node.kind}, on: {lk} = {rk}{cond} }}",
                 f"left rows by {lk} + stream key, right rows by {rk} + stream key{pruned}")
     if isinstance(node, WindowCloseAggregate):
@@ -123,7 +128,8 @@ def explain(root: Node, broadcast_rows: int | None = None) -> list[str]:
         lines.append(f"{pad}{head}")
         lines.append(f"{pad}  stream key: {_names(node, node.stream_key)}")
         lines.append(f"{pad}  state: {state}")
-        if broadcast_rows is not None and isinstance(node, Join) and not isinstance(node, LookupJoin):
+        if broadcast_rows is not None and isinstance(node, Join) and not isinstance(node, LookupJoin) \
+                and node.left_keys:
             lines.append(f"{pad}  on Spark: a change of at most {broadcast_rows:,} rows is broadcast to the tasks "
                          f"reading the other side's state; a larger one is shuffled with that state by the join key")
         for c in node.children:

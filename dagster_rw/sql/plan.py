@@ -104,7 +104,8 @@ class ProjectSet(Node):
 
 @dataclass(eq=False)
 class Join(Node):
-    """An equi-join (inner, left, right or full), with an optional residual condition."""
+    """A join (inner, left, right or full) on equalities of its keys, with an optional residual
+    condition; an inner join without keys is a nested-loop join (its condition the residual)."""
 
     left: Node | None = None
     right: Node | None = None

@@ -83,8 +83,7 @@ class FromItems:
             if not placed:
                 found = self.dynamic_filter(node, scope, remaining, conjuncts)
                 if found is None:
-                    raise self.refuse("a join without an equality condition between its inputs (cross join)",
-                                      q.args["from_"])
+                    found = self.nested_loop_join(node, scope, remaining, conjuncts)
                 node, scope, conjuncts = found
         for j in late:  # anti-joins (subquery_predicates): after every FROM item is joined
             node, scope = self.join_explicit((node, scope), self.plan_item(j.this), j, "LEFT")
@@ -118,6 +117,16 @@ class FromItems:
                     rest = [x for x in conjuncts if x is not c]
                     return self.make_dynamic_filter(big, bscope, small, sscope, a, b, ops[kind], c) + (rest,)
         return None
+
+    def nested_loop_join(self, node: Node, scope: Scope, remaining: list, conjuncts: list):
+        """The first remaining input joined without a join key (a cross join): the conjuncts over
+        both sides (`t.x BETWEEN u.lo AND u.hi`) are its condition. Taken out of `remaining`;
+        returns the join, its scope and the conjuncts left."""
+        gnode, gscope = remaining.pop(0)
+        shifted = gscope.shifted(len(node.columns))
+        both = Scope(scope.entries + shifted.entries)
+        _, residual, rest = self.split_condition(conjuncts, scope, shifted, both, len(node.columns))
+        return self.make_join(node, gnode, "inner", [], residual, both), both, rest
 
     def make_dynamic_filter(self, big: Node, bscope: Scope, small: Node, sscope: Scope,
                             a: exp.Expression, b: exp.Expression, op: str, cond) -> tuple[Node, Scope]:

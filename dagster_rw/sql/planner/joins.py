@@ -14,6 +14,7 @@ from ..plan import (
     Node,
     ProjectSet,
     Scan,
+    TemporalFilter,
     UnionAll,
     WindowCloseAggregate,
     WindowCloseFilter,
@@ -59,8 +60,8 @@ class Joins:
         if rest:
             extra = exp.and_(*[self.bind(c, both) for c in rest])
             residual = extra if residual is None else exp.and_(residual, extra)
-        if not keys:
-            raise self.refuse("a join without an equality condition (nested-loop join)", j)
+        if not keys and kind != "inner":
+            raise self.refuse(f"{side} JOIN without an equality condition (an outer nested-loop join)", j)
         return self.make_join(lnode, rnode, kind, keys, residual, both, present), both
 
     def keyed_by_non_null(self, node: Node) -> bool:
@@ -137,7 +138,9 @@ class Joins:
             return self.append_only(node.left)
         if isinstance(node, (WindowCloseAggregate, WindowCloseFilter)):  # emits once, never retracts
             return True
-        if isinstance(node, (Map, UnionAll, ProjectSet)):
+        if isinstance(node, (Map, UnionAll, ProjectSet)) or (
+                isinstance(node, TemporalFilter) and not any(b.is_lower for b in node.bounds)):
+            # (a temporal filter with upper bounds alone only lets rows in, later)
             return all(self.append_only(c) for c in node.children)
         return False
 
