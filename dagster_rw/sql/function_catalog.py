@@ -113,7 +113,8 @@ _AGGREGATES = """
     first_value(any) last_value(any) bool_and(boolean) bool_or(boolean) every(boolean) bit_and(integer)
     bit_or(integer) bit_xor(integer) stddev(numeric)
     stddev_samp(numeric) stddev_pop(numeric) variance(numeric) var_samp(numeric) var_pop(numeric)
-    grouping(any, ...)
+    grouping(any, ...) percentile_cont(numeric) percentile_disc(numeric) mode()
+    approx_percentile(numeric) approx_percentile(numeric, numeric)
 """
 _WINDOWS = """
     row_number() rank() dense_rank() percent_rank() cume_dist() ntile(integer) lag(any) lag(any, integer)
@@ -140,6 +141,10 @@ _NOTES = {
     "proctime": "in FOR SYSTEM_TIME AS OF PROCTIME() of a temporal join",
     "first_value": "as an aggregate, with ORDER BY inside the call",
     "last_value": "as an aggregate, with ORDER BY inside the call",
+    "percentile_cont": "f(fraction) WITHIN GROUP (ORDER BY x)",
+    "percentile_disc": "f(fraction) WITHIN GROUP (ORDER BY x)",
+    "mode": "mode() WITHIN GROUP (ORDER BY x)",
+    "approx_percentile": "f(fraction [, relative error]) WITHIN GROUP (ORDER BY x); exact: percentile_disc's value",
 }
 # keywords that read like a value but report the host's session (DuckDB's user, schema, catalog)
 _HOST_KEYWORDS = {exp.CurrentUser: "current_user", exp.CurrentRole: "current_role",

@@ -152,19 +152,29 @@ class DynamicFilter(Node):
 
 @dataclass
 class Agg:
-    func: str  # count_star, count, sum, avg, min, max, string_agg, first_value, last_value, array_agg
-    arg: int | None = None  # child column
+    func: str  # count_star, count, sum, avg, min, max, string_agg, first_value, last_value, array_agg, and
+    # the ordered-set aggregates percentile_cont, percentile_disc, mode, approx_percentile
+    arg: int | None = None  # child column (an ordered-set aggregate's: its WITHIN GROUP ORDER BY key)
     distinct: bool = False
     extra: list[int] = field(default_factory=list)  # further argument columns (STRING_AGG's delimiter)
     order: list[tuple[int, bool, bool]] = field(default_factory=list)  # ORDER BY: (child column, desc, nulls first)
+    direct: tuple[float, ...] = ()  # an ordered-set aggregate's constant arguments (fraction, relative error)
 
 
-ORDERED_AGGS = ("string_agg", "first_value", "last_value", "array_agg")  # results that depend on the order of the input
+# ordered-set aggregates (`f(fraction) WITHIN GROUP (ORDER BY x)`): a result read from the group's
+# values in order, NULLs ignored
+ORDERED_SET_AGGS = ("percentile_cont", "percentile_disc", "mode", "approx_percentile")
+# results that depend on the order of the input, recomputed from a touched group's rows
+ORDERED_AGGS = ("string_agg", "first_value", "last_value", "array_agg") + ORDERED_SET_AGGS
 
 
 def agg_text(child: Node, a: Agg) -> str:
     """An aggregate call as text over its input's column names: count(distinct x), or
-    string_agg(s, sep ORDER BY k DESC)."""
+    string_agg(s, sep ORDER BY k DESC), or percentile_cont(0.5) WITHIN GROUP (ORDER BY x)."""
+    if a.func in ORDERED_SET_AGGS:
+        direct = ", ".join(repr(x) for x in a.direct)
+        return (f"{a.func}({direct}) WITHIN GROUP (ORDER BY {child.columns[a.arg].name}"
+                f"{' DESC' if a.order and a.order[0][1] else ''})")
     args = [child.columns[a.arg].name if a.arg is not None else "*"] + [child.columns[x].name for x in a.extra]
     order = ", ".join(f"{child.columns[o].name}{' DESC' if desc else ''}" for o, desc, _ in a.order)
     return (f"{'count' if a.func == 'count_star' else a.func}({'distinct ' if a.distinct else ''}{', '.join(args)}"

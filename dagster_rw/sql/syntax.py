@@ -9,7 +9,11 @@ from ..errors import unsupported
 
 AGG_FUNCS = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max",
              exp.GroupConcat: "string_agg", exp.FirstValue: "first_value", exp.LastValue: "last_value",
-             exp.ArrayAgg: "array_agg"}
+             exp.ArrayAgg: "array_agg", exp.WithinGroup: "within group"}
+# the ordered-set aggregates, written `f(direct arguments) WITHIN GROUP (ORDER BY x)`, by the call
+# inside WITHIN GROUP (approx_percentile, RisingWave's, is an anonymous call to sqlglot)
+ORDERED_SET_FUNCS = {exp.PercentileCont: "percentile_cont", exp.PercentileDisc: "percentile_disc",
+                     exp.Mode: "mode"}
 WINDOW_FUNCS = {exp.RowNumber: "row_number", exp.Rank: "rank", exp.DenseRank: "dense_rank"}
 WINDOW_AGGS = {t: n for t, n in AGG_FUNCS.items() if n in ("count", "sum", "avg", "min", "max")}
 WINDOW_OFFSETS = {exp.Lag: "lag", exp.Lead: "lead"}
@@ -76,7 +80,7 @@ def ancestors_until(node: exp.Expression, top: exp.Expression):
 def find_aggs(e: exp.Expression) -> list[exp.Expression]:
     """The aggregate calls in `e`; refuses the aggregates that are not maintained and FILTER."""
     found = []
-    for n in e.walk():
+    for n in e.walk(prune=lambda n: isinstance(n, exp.WithinGroup)):  # (the call inside is its name)
         if type(n) in AGG_FUNCS:
             found.append(n)
         elif isinstance(n, exp.AggFunc):
@@ -84,6 +88,17 @@ def find_aggs(e: exp.Expression) -> list[exp.Expression]:
         elif isinstance(n, exp.Filter):
             raise unsupported("aggregate FILTER (WHERE ...)", None, None)
     return found
+
+
+def agg_name(call: exp.Expression) -> str:
+    """An aggregate call's function name: AGG_FUNCS's, or for `f(...) WITHIN GROUP (ORDER BY ...)`
+    the name of f as written (an ordered-set aggregate, or a call the planner refuses by it)."""
+    if not isinstance(call, exp.WithinGroup):
+        return AGG_FUNCS[type(call)]
+    inner = call.this
+    if type(inner) in ORDERED_SET_FUNCS:
+        return ORDERED_SET_FUNCS[type(inner)]
+    return inner.name.lower() if isinstance(inner, exp.Anonymous) else inner.sql_name().lower()
 
 
 def output_name(item: exp.Expression) -> str:
@@ -101,7 +116,7 @@ def output_name(item: exp.Expression) -> str:
     if isinstance(item, exp.Cast) and isinstance(item.this, exp.Column):
         return item.this.name
     if type(item) in AGG_FUNCS:
-        return AGG_FUNCS[type(item)]
+        return agg_name(item)
     if type(item) in BIT_AGGS:
         return BIT_AGGS[type(item)]
     if isinstance(item, (exp.Explode, exp.Unnest)):  # PostgreSQL's names for the set-returning functions

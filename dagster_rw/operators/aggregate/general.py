@@ -15,10 +15,11 @@ from .arrow_path import ArrowPath
 from .extremes import Extremes
 from .numpy_path import NumpyPath
 from .ordered import Ordered
+from .ordered_set import OrderedSet
 from .value_state import MINPUT, ValueState
 
 
-class AggregateOp(ValueState, Extremes, Ordered, ArrowPath, NumpyPath, Operator):
+class AggregateOp(ValueState, Extremes, Ordered, OrderedSet, ArrowPath, NumpyPath, Operator):
     def __init__(self, node, ctx):
         super().__init__(node, ctx)
         self.groups = [cname(g) for g in node.group]

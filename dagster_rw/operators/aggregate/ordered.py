@@ -1,5 +1,6 @@
-"""Ordered aggregates (STRING_AGG, ARRAY_AGG, FIRST_VALUE, LAST_VALUE): counts per (group, order
-keys, arguments), a touched group's result recomputed from its rows."""
+"""Ordered aggregates (STRING_AGG, ARRAY_AGG, FIRST_VALUE, LAST_VALUE, and the ordered-set
+aggregates of ordered_set): counts per (group, order keys, arguments), a touched group's result
+recomputed from its rows."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,7 +9,7 @@ import pyarrow.compute as pc
 
 from ... import types as sqltypes
 from ...engine.duck import quote
-from ...sql.plan import cname
+from ...sql.plan import ORDERED_SET_AGGS, cname
 from ..base import DELETED, W, col_list
 
 
@@ -19,7 +20,10 @@ class Ordered:
     @staticmethod
     def ordered_inputs(a) -> list[tuple[str, int]]:
         """An ordered aggregate's state columns and the child columns they hold: the ORDER BY keys
-        (o0, o1, ...), the argument (v) and STRING_AGG's delimiter (sep)."""
+        (o0, o1, ...), the argument (v) and STRING_AGG's delimiter (sep). An ordered-set aggregate's
+        ORDER BY key is its argument: `v` only."""
+        if a.func in ORDERED_SET_AGGS:
+            return [("v", a.arg)]
         return ([(f"o{j}", c) for j, (c, _, _) in enumerate(a.order)] + [("v", a.arg)]
                 + [(f"x{j}", c) for j, c in enumerate(a.extra)])
 
@@ -32,7 +36,8 @@ class Ordered:
         inputs = self.ordered_inputs(a)
         names = self.groups + [n for n, _ in inputs]
         sources = [quote(g) for g in self.groups] + [quote(cname(c)) for _, c in inputs]
-        where = f" WHERE {quote(cname(a.arg))} IS NOT NULL" if a.func == "string_agg" else ""  # NULLs are skipped
+        skips_nulls = a.func == "string_agg" or a.func in ORDERED_SET_AGGS
+        where = f" WHERE {quote(cname(a.arg))} IS NOT NULL" if skips_nulls else ""  # NULLs are skipped
         dm = self.sql(
             f"SELECT {', '.join(f'{s} AS {quote(n)}' for s, n in zip(sources, names))}, "
             f"CAST(sum({W}) AS BIGINT) AS cnt FROM d{where} GROUP BY {', '.join(sources)} HAVING sum({W}) <> 0",
@@ -56,6 +61,8 @@ class Ordered:
     def ordered_results(self, i: int, rows: pa.Table, touched: pa.Table) -> pa.Table:
         """Per touched group, the ordered aggregate over its rows (each repeated by its count)."""
         a = self.node.aggs[i]
+        if a.func in ORDERED_SET_AGGS:
+            return self.ordered_set_results(i, rows, touched)
         order = [(g, "ascending") for g in self.groups]
         for j, (_, desc, nulls_first) in enumerate(a.order):
             rows = rows.append_column(f"_null{j}", pc.is_null(rows.column(f"o{j}")))

@@ -6,16 +6,17 @@ from sqlglot import exp
 
 from ... import types as sqltypes
 from ...errors import ProgrammingError
-from ..plan import ORDERED_AGGS, Agg, Aggregate, Col, Map, Node, agg_text, cname
-from ..syntax import AGG_FUNCS, find_aggs, transform_top_down
+from ..plan import ORDERED_AGGS, ORDERED_SET_AGGS, Agg, Aggregate, Col, Map, Node, agg_text, cname
+from ..syntax import AGG_FUNCS, agg_name, find_aggs, transform_top_down
 from .order_limit import order_target
+from .ordered_sets import OrderedSets
 from .scope import Scope
 
 
 INT_TYPES = ("smallint", "integer", "bigint")
 
 
-class Aggregates:
+class Aggregates(OrderedSets):
     """Planner methods for GROUP BY, aggregates, HAVING and DISTINCT."""
 
     def plan_aggregate(self, q: exp.Select, node: Node, scope: Scope, select_items):
@@ -68,7 +69,12 @@ class Aggregates:
                 for e, desc, nulls_first in order:
                     pre_exprs.append(e)
                     order_at.append((len(pre_exprs) - 1, desc, nulls_first))
-                aggs.append(Agg(func, arg_at, distinct, extra_at, order_at))
+                if isinstance(call, exp.WithinGroup):  # the ORDER BY key is the argument
+                    _, desc, nulls_first, direct = self.ordered_set_parts(call)
+                    order_at = [(arg_at, desc, nulls_first)]
+                else:
+                    direct = ()
+                aggs.append(Agg(func, arg_at, distinct, extra_at, order_at, direct))
             else:
                 aggs.append(Agg("count_star", None, False))
         arg_texts = []
@@ -132,6 +138,8 @@ class Aggregates:
         extra, order = self.agg_extra(call, scope)
         parts = [func, str(distinct), self.bind(arg, scope).sql() if arg is not None else "*"]
         parts += [e.sql() for e in extra] + [f"{o.sql()} {desc} {nulls_first}" for o, desc, nulls_first in order]
+        if isinstance(call, exp.WithinGroup):
+            parts.append(repr(self.ordered_set_parts(call)[1:]))
         return "|".join(parts)
 
     def agg_parts_extra(self, call: exp.Expression):
@@ -159,6 +167,9 @@ class Aggregates:
         return [self.bind(e, scope) for e in extra], [(self.bind(o, scope), d, n) for o, d, n in order]
 
     def agg_parts(self, call: exp.Expression):
+        if isinstance(call, exp.WithinGroup):
+            key = self.ordered_set_parts(call)[0]
+            return agg_name(call), key, False
         func = AGG_FUNCS[type(call)]
         arg = call.this
         if isinstance(arg, exp.Order):  # an ordered aggregate's ORDER BY: see agg_parts_extra
@@ -222,6 +233,8 @@ class Aggregates:
             if t.startswith("numeric") or t in ("real", "double precision"):
                 return "double precision"
             raise self.refuse(f"AVG over {t}")
+        if a.func in ORDERED_SET_AGGS:
+            return self.ordered_set_type(a, t)
         if a.func in ORDERED_AGGS:
             for o, _, _ in a.order:
                 if pre.columns[o].type == "interval":

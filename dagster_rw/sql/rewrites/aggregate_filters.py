@@ -8,7 +8,8 @@ from ..syntax import AGG_FUNCS
 
 def aggregate_filters_as_case(query: exp.Expression, context=None) -> exp.Expression:
     """`agg(x) FILTER (WHERE c)` as `agg(CASE WHEN c THEN x END)` (and `count(*)` as a count of
-    `CASE WHEN c THEN 1 END`): the aggregates maintained here all skip NULLs, so the two agree.
+    `CASE WHEN c THEN 1 END`): the aggregates maintained here all skip NULLs, so the two agree
+    (an ordered-set aggregate's ORDER BY key becomes the CASE, as its argument).
     FIRST_VALUE, LAST_VALUE and ARRAY_AGG keep their FILTER (NULL is a value to them): the
     planner refuses it. Every query nested in `query` is rewritten too.
 
@@ -28,6 +29,10 @@ def aggregate_filters_as_case(query: exp.Expression, context=None) -> exp.Expres
         agg, cond = node.this.copy(), node.expression.this
         if isinstance(agg, (exp.FirstValue, exp.LastValue, exp.ArrayAgg)):
             return node  # NULL is a value to these: refused as a FILTER by the planner
+        if isinstance(agg, exp.WithinGroup):  # an ordered-set aggregate ignores NULL keys
+            for key in agg.expression.expressions if isinstance(agg.expression, exp.Order) else []:
+                key.set("this", when(cond, key.this))
+            return agg
         holder = agg.this if isinstance(agg.this, exp.Order) else agg  # an ordered aggregate's argument
         arg = holder.this
         if isinstance(arg, exp.Star):
