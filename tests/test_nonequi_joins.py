@@ -55,3 +55,43 @@ def test_outer_joins_without_an_equality_are_refused_by_name(conn, sql, construc
         conn.execute(ddl)
     with pytest.raises(dagster_rw.Error, match=f"'v'.*{construct}"):
         conn.execute(f"CREATE MATERIALIZED VIEW v AS {sql}")
+
+
+# LATERAL subqueries, decorrelated into joins: rows correlated by equalities and comparisons, an
+# aggregate without GROUP BY (one row for every outer row: COUNT 0 where nothing matches), GROUP BY
+LATERALS = {
+    "lat_count": "SELECT t1.id, x.n FROM t1, LATERAL (SELECT count(*) AS n FROM t2 WHERE t2.k = t1.k) x",
+    "lat_aggs": "SELECT t1.id, n, x.mx, x.sd FROM t1 CROSS JOIN LATERAL (SELECT count(w) AS n, max(w) AS mx, "
+                "sum(d) AS sd FROM t2 WHERE t2.k = t1.k AND t2.w > 0) x WHERE n < 3",
+    "lat_rows_compared": "SELECT t1.id, x.id2, x.w FROM t1 JOIN LATERAL (SELECT t2.id AS id2, w FROM t2 "
+                         "WHERE t2.k = t1.k AND t2.w > t1.v) AS x ON true",
+    "lat_left": "SELECT t1.id, x.* FROM t1 LEFT JOIN LATERAL (SELECT w, d FROM t2 WHERE t2.k = t1.k) x ON TRUE",
+    "lat_grouped": "SELECT t1.id, x.k2, x.s, x.c FROM t1, LATERAL (SELECT t2.w AS k2, sum(d) AS s, count(*) AS c "
+                   "FROM t2 WHERE t2.k = t1.k GROUP BY t2.w) x",
+    "lat_no_key_outer": "SELECT t3.k, t3.v, x.n FROM t3, LATERAL (SELECT count(*) AS n FROM t1 "
+                        "WHERE t1.k = t3.k AND t1.v IS NOT NULL) x",
+    "lat_comparison_only": "SELECT t1.id, x.id2 FROM t1, LATERAL (SELECT id AS id2 FROM t2 WHERE t2.w < t1.v) x",
+}
+
+test_lateral_views_match_duckdb = _workload_test(LATERALS)
+
+LATERALS_BOTH_PATHS = {name: LATERALS[name] for name in ("lat_count", "lat_rows_compared", "lat_left")}
+
+
+@pytest.mark.parametrize("sql, construct", [
+    ("SELECT t1.id, x.v FROM t1, LATERAL (SELECT t1.v + w AS v FROM t2 WHERE t2.k = t1.k) x",
+     "refers to the outer query outside its WHERE"),
+    ("SELECT t1.id, x.w FROM t1, LATERAL (SELECT w FROM t2 WHERE t2.k = t1.k ORDER BY w LIMIT 1) x",
+     "LIMIT in a correlated LATERAL subquery"),
+    ("SELECT t1.id, x.n FROM t1, LATERAL (SELECT count(*) + 1 AS n FROM t2 WHERE t2.k = t1.k) x",
+     "not one aggregate call"),
+    ("SELECT * FROM t1, LATERAL (SELECT w FROM t2 WHERE t2.k = t1.k) x", r"SELECT \* over a LATERAL subquery"),
+    ("SELECT t1.id FROM t1 RIGHT JOIN LATERAL (SELECT w FROM t2 WHERE t2.k = t1.k) x ON TRUE", "RIGHT JOIN LATERAL"),
+    ("SELECT t1.id FROM t1 LEFT JOIN LATERAL (SELECT w FROM t2 WHERE t2.k = t1.k) x ON x.w > 1",
+     "LEFT JOIN LATERAL with a condition other than ON TRUE"),
+])
+def test_lateral_subqueries_without_a_join_plan_are_refused_by_name(conn, sql, construct):
+    for ddl in SCHEMA:
+        conn.execute(ddl)
+    with pytest.raises(dagster_rw.Error, match=f"'v'.*{construct}"):
+        conn.execute(f"CREATE MATERIALIZED VIEW v AS {sql}")

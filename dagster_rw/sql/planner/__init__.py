@@ -11,6 +11,7 @@ Queries.plan_query). Planner is made of one class per concern, each in a module 
 - from_items, joins, time_windows: FROM (tables, derived tables, joins, lookup joins, dynamic
   filters, TUMBLE and HOP)
 - subqueries: subqueries of WHERE as joins and dynamic filters
+- laterals: LATERAL subqueries of FROM as joins
 - aggregates, bit_aggregates, window_functions, order_limit, set_returning: GROUP BY and DISTINCT,
   bit_and / bit_or / bit_xor as counts per bit, OVER, ORDER BY with LIMIT, unnest and generate_series
 - window_close: EMIT ON WINDOW CLOSE
@@ -24,6 +25,7 @@ from .bit_aggregates import BitAggregates
 from .binding import Binding
 from .from_items import FromItems
 from .joins import Joins
+from .laterals import Laterals
 from .order_limit import OrderLimit
 from .queries import Queries
 from .set_returning import SetReturning
@@ -33,8 +35,8 @@ from .window_close import WindowClose
 from .window_functions import WindowFunctions
 
 
-class Planner(Queries, FromItems, Joins, TimeWindows, Subqueries, Aggregates, BitAggregates, WindowFunctions,
-              OrderLimit, SetReturning, WindowClose, Binding):
+class Planner(Queries, FromItems, Joins, TimeWindows, Subqueries, Laterals, Aggregates, BitAggregates,
+              WindowFunctions, OrderLimit, SetReturning, WindowClose, Binding):
     """Plans one query against a catalog. `resolve_object(name)` returns a CatalogObject or None."""
 
     def __init__(self, resolve_object, sql: str, obj_name: str | None = None, engine: DuckEngine | None = None):

@@ -172,9 +172,10 @@ class Queries:
                 raise self.refuse(key.upper(), q.args[key])
         conjuncts = list(and_terms(q.args["where"].this)) if q.args.get("where") else []
         if q.args.get("from_"):
+            q, conjuncts, lateral = self.lateral_joins(q, conjuncts)
             q, conjuncts, late = self.scalar_subqueries(q, conjuncts)
             q, conjuncts, anti = self.subquery_predicates(q, conjuncts)
-            node, scope, conjuncts = self.plan_from(q, conjuncts, late + anti)
+            node, scope, conjuncts = self.plan_from(q, conjuncts, lateral + late + anti)
             # the subqueries' key columns: reachable by their aliases only (not by *)
             scope = Scope([AliasOnly(e) if (e.alias or "").startswith(SUBQUERY_ALIAS) else e
                            for e in scope.entries])
