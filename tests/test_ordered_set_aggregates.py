@@ -4,7 +4,8 @@ deletes, equal DuckDB's answer over the same base data on both paths (in-process
 PostgreSQL's over fixed data with ties, NULLs and DESC orders. DuckDB's answers to the same SQL
 agree with PostgreSQL's (mode's ties: the first value in the ORDER BY); percentile_cont over a
 NUMERIC key is double precision here as in PostgreSQL (DuckDB's interpolates decimals), and
-approx_percentile is exact: percentile_disc's value as double precision."""
+approx_percentile is exact: percentile_disc's value as double precision. Beside them,
+first_value / last_value(DISTINCT x ORDER BY x)."""
 from __future__ import annotations
 
 import pytest
@@ -41,6 +42,11 @@ ORDERED_SETS = {
     # a table without a key: equal rows are each counted
     "pct_nopk": "SELECT k, percentile_disc(0.5) WITHIN GROUP (ORDER BY v) AS pd, mode() WITHIN GROUP (ORDER BY v) AS md, "
                 "percentile_cont(0.9) WITHIN GROUP (ORDER BY v * 2 + k DESC) AS pe FROM t3 GROUP BY k",
+    # (beside them) FIRST_VALUE / LAST_VALUE of DISTINCT values, ordered by the argument: NULL is a value
+    "first_last_distinct": ("SELECT k, first_value(DISTINCT v ORDER BY v DESC) AS fv, "
+                            "last_value(DISTINCT s ORDER BY s NULLS FIRST) AS ls FROM t1 GROUP BY k",
+                            "SELECT k, first(DISTINCT v ORDER BY v DESC NULLS FIRST) AS fv, "
+                            "last(DISTINCT s ORDER BY s NULLS FIRST) AS ls FROM t1 GROUP BY k"),
 }
 
 test_ordered_set_views_match_duckdb = _workload_test(ORDERED_SETS)
@@ -109,6 +115,7 @@ def test_ordered_set_aggregates_are_named_and_typed_as_in_postgresql(conn):
     ("SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY v, id) FROM t1", "one ORDER BY key"),
     ("SELECT rank(3) WITHIN GROUP (ORDER BY v) FROM t1", "function rank\\(integer\\) does not exist"),
     ("SELECT mode() WITHIN GROUP (ORDER BY INTERVAL '1 day' * v) FROM t1", "MODE\\(...\\) WITHIN GROUP"),
+    ("SELECT first_value(DISTINCT v ORDER BY id) FROM t1", "FIRST_VALUE\\(DISTINCT ...\\) ordered by anything but"),
 ])
 def test_unsupported_ordered_set_shapes_are_refused_at_create_by_name(conn, query, error):
     conn.execute(SCHEMA[0])

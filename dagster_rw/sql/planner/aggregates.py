@@ -195,6 +195,11 @@ class Aggregates(OrderedSets):
             if not isinstance(extra[0], exp.Literal) or any(o.sql() != arg.sql() for o, _, _ in order):
                 raise self.refuse("STRING_AGG(DISTINCT ...) with a delimiter that is not a constant, or ordered "
                                   "by anything but its argument", call)
+        elif distinct and func in ("first_value", "last_value"):
+            _, order = self.agg_parts_extra(call)
+            if any(o.sql() != arg.sql() for o, _, _ in order):  # (as PostgreSQL requires of DISTINCT)
+                raise self.refuse(f"{func.upper()}(DISTINCT ...) ordered by anything but its argument", call)
+            distinct = False  # the first (last) of the distinct values in order is the first (last) value
         elif distinct and func != "count":
             raise self.refuse(f"{func.upper()}(DISTINCT ...)", call)
         return func, arg, distinct
