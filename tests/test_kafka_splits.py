@@ -1,5 +1,5 @@
 """Large source steps read their offset ranges as splits in parallel Spark tasks; the result is the
-same as the in-process read, record for record, bad records included."""
+same as the in-process read, record for record, bad records and bad values included."""
 from __future__ import annotations
 
 import json
@@ -28,6 +28,7 @@ def test_spark_splits_read_the_same_records_as_the_in_process_path(kafka_broker,
     for p in range(3):
         values = [json.dumps({"id": p * 1000 + i, "v": i * p}) for i in range(40 + p)]
         values[7] = '{"id": "bad"'  # one bad record per partition, at offset 7
+        values[12] = json.dumps({"id": p * 1000 + 12, "v": "twelve"})  # kept, v NULL
         kafka_broker.produce(topic, values, partition=p)
     ddl = (f"CREATE TABLE t (id INT, v BIGINT) WITH (connector = 'kafka', topic = '{topic}', "
            f"properties.bootstrap.server = '{kafka_broker.bootstrap}', epoch.max.records.per.partition = '30') "
@@ -41,10 +42,12 @@ def test_spark_splits_read_the_same_records_as_the_in_process_path(kafka_broker,
         assert conn.pending_inputs() == {}
         assert conn.status()[0]["engine"] == "duckdb"  # the commit is in-process either way
         results.append((sorted(conn.execute("SELECT id, v FROM t").fetchall()),
-                        conn.execute('SELECT "partition", "offset", raw_value FROM rw_source_errors ORDER BY 1').fetchall()))
+                        conn.execute('SELECT "partition", "offset", raw_value FROM rw_source_errors ORDER BY 1, 2').fetchall()))
     assert results[0] == results[1]
     rows, errors = results[0]
-    assert len(rows) == 3 * 39 + 3 and errors == [(p, 7, '{"id": "bad"') for p in range(3)]
+    assert len(rows) == 3 * 39 + 3 and all((p * 1000 + 12, None) in rows for p in range(3))
+    assert errors == [e for p in range(3) for e in
+                      [(p, 7, '{"id": "bad"'), (p, 12, json.dumps({"id": p * 1000 + 12, "v": "twelve"}))]]
 
 
 def test_stream_operators_give_the_same_answers_on_spark(kafka_broker, spark, tmp_path):

@@ -1,9 +1,12 @@
 """Record decoding: every record is either a row or an error with its cause, never lost, whatever
-mix of good and bad records a batch holds (hypothesis), for JSON and CSV."""
+mix of good and bad records a batch holds (hypothesis), for JSON and CSV. A record that is not a
+document is rejected; a value that does not fit its column is NULL in a row that is kept, and an
+error naming the column."""
 from __future__ import annotations
 
 import datetime
 import json
+import re
 
 import pyarrow as pa
 from hypothesis import given, settings
@@ -15,7 +18,7 @@ from dagster_rw.storage.catalog import Column
 COLUMNS = [Column("a", "integer"), Column("s", "varchar"), Column("ts", "timestamp"), Column("x", "double precision")]
 BASE = datetime.datetime(2024, 1, 1)
 
-# (json value, expected decoded value or BAD)
+# (json value, expected decoded value or BAD: NULL and an error); a record: BAD when rejected whole
 BAD = object()
 ints = st.one_of(st.integers(-2**31, 2**31 - 1).map(lambda i: (i, i)),
                  st.sampled_from([(2**31, BAD), (-2**31 - 1, BAD), ("7", BAD), (1.5, BAD), (True, BAD)]))
@@ -31,36 +34,42 @@ field = {"a": ints, "s": texts, "ts": times, "x": floats}
 def records(draw):
     if draw(st.integers(0, 9)) == 0:
         raw = draw(st.sampled_from([b"{broken", b"[1, 2]", b"", b"   ", None, b'{"a": 1}{"a": 2}', b"\xff"]))
-        return raw, BAD
-    obj, expected = {}, {}
+        return raw, BAD, set()
+    obj, expected, bad = {}, {}, set()
     for name, strategy in field.items():
         if draw(st.booleans()):
             value, want = draw(strategy)
             obj[name] = value
-            expected[name] = want
+            expected[name] = None if want is BAD else want
+            if want is BAD:
+                bad.add(name)
         elif draw(st.booleans()):
             obj[name] = None
             expected[name] = None
         else:
             expected[name] = None
-    if any(v is BAD for v in expected.values()):
-        expected = BAD
     text = json.dumps(obj, indent=draw(st.sampled_from([None, 2])))  # pretty-printed records span lines
-    return text.encode(), expected
+    return text.encode(), expected, bad
+
+
+def bad_columns(decoded, i: int) -> set[str]:
+    """The columns the errors of a kept record name."""
+    return {re.match(r'column "(\w+)": cannot read .+ as ', cause).group(1) for at, cause in decoded.errors if at == i}
 
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(records(), max_size=40))
 def test_every_json_record_is_a_row_or_an_error(batch):
-    decoded = RecordDecoder(COLUMNS, "json").decode([raw for raw, _ in batch])
-    bad = {i for i, _ in decoded.errors}
-    assert sorted(decoded.good + sorted(bad)) == list(range(len(batch)))
-    assert not bad & set(decoded.good)
-    assert sorted(bad) == [i for i, (_, want) in enumerate(batch) if want is BAD]
+    decoded = RecordDecoder(COLUMNS, "json").decode([raw for raw, _, _ in batch])
+    rejected = {i for i, _ in decoded.errors} - set(decoded.good)
+    assert sorted(decoded.good + sorted(rejected)) == list(range(len(batch)))
+    assert sorted(rejected) == [i for i, (_, want, _) in enumerate(batch) if want is BAD]
+    assert len([i for i, _ in decoded.errors if i in rejected]) == len(rejected)  # one cause per rejected record
     rows = decoded.rows.to_pylist()
     for i, row in zip(decoded.good, rows):
-        want = batch[i][1]
+        _, want, bad = batch[i]
         assert row == {k: want[k] for k in row}, (batch[i][0], row)
+        assert bad_columns(decoded, i) == bad, (batch[i][0], decoded.errors)
     assert all(cause for _, cause in decoded.errors)
 
 
@@ -72,12 +81,14 @@ def test_every_csv_line_is_a_row_or_an_error(lines):
     for a, s, short in lines:
         quoted = '"' + s.replace('"', '""') + '"'
         raw.append(f"{a};{quoted}".encode() if not short else f"{a}".encode())
-        good = not short and a != "x"  # an empty field is NULL; a one-field line is short
-        expected.append((int(a) if a not in ("", "x") else None, s) if good else BAD)
+        # an empty field is NULL; "x" is NULL and an error; a one-field line is short, so rejected
+        expected.append((int(a) if a not in ("", "x") else None, s) if not short else BAD)
     cols = [Column("a", "integer"), Column("s", "varchar")]
     decoded = RecordDecoder(cols, "csv", delimiter=";").decode(raw)
-    assert sorted(decoded.good + [i for i, _ in decoded.errors]) == list(range(len(raw)))
-    assert [i for i, _ in decoded.errors] == [i for i, e in enumerate(expected) if e is BAD]
+    assert list(decoded.good) == [i for i, e in enumerate(expected) if e is not BAD]
+    assert [i for i, _ in decoded.errors] == [i for i, (a, _, short) in enumerate(lines) if short or a == "x"]
+    for i in decoded.good:
+        assert bad_columns(decoded, i) == ({"a"} if lines[i][0] == "x" else set())
     assert [tuple(r.values()) for r in decoded.rows.to_pylist()] == [expected[i] for i in decoded.good]
 
 

@@ -5,8 +5,9 @@ source (`source_offsets`), never behind the previous barrier's and at most a bou
 records ahead of it. A source's step reads the records between the offsets its manifest committed
 and the offsets recorded for its target epoch, and commits the new offsets in the same manifest
 version as the rows: a crash before that commit repeats the same read, a crash after it never
-reads those records again. Records that do not decode go, with their offsets, to the source's
-`errors` state table (queryable as `rw_source_errors`) in that same commit.
+reads those records again. Records that do not decode, and the values that do not fit their
+column (NULL in a row that is kept), go with their offsets to the source's `errors` state table
+(queryable as `rw_source_errors`) in that same commit.
 """
 from __future__ import annotations
 
@@ -36,6 +37,8 @@ ERRORS = "errors"  # a connector object's state table of bad records
 ERRORS_RELATION = "rw_source_errors"
 ERROR_COLUMNS = [("source", "varchar"), ("topic", "varchar"), ("partition", "integer"), ("offset", "bigint"),
                  ("raw_value", "varchar"), ("error", "varchar"), ("epoch", "bigint")]
+# a record's errors are keyed by its position and the cause: a kept row may have several bad values
+ERROR_KEY = ["partition", "offset", "error"]
 ERROR_SCHEMA = pa.schema([("source", pa.string()), ("topic", pa.string()), ("partition", pa.int32()),
                           ("offset", pa.int64()), ("raw_value", pa.string()), ("error", pa.string()),
                           ("epoch", pa.int64())])
@@ -254,7 +257,7 @@ def _read_records(wh: StepWarehouse, spec: KafkaSourceSpec, ranges: dict[int, tu
 
 
 def errors_table(wh: StepWarehouse, obj: CatalogObject, m: Manifest, engine=None) -> StateTable:
-    return StateTable(wh.store, engine or wh.engine, f"objects/{key_name(obj.name)}/state/{ERRORS}", ["partition", "offset"],
+    return StateTable(wh.store, engine or wh.engine, f"objects/{key_name(obj.name)}/state/{ERRORS}", ERROR_KEY,
                       ERROR_SCHEMA, m.state.get(ERRORS, []))
 
 

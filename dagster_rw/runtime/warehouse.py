@@ -138,7 +138,7 @@ class Warehouse(CatalogAccess, Versions, Staging, Scheduling, Definitions):
         if table_name == step.OUTPUT:
             return list(obj.stream_key), step.object_schema(obj)
         if table_name == ingest.ERRORS:
-            return ["partition", "offset"], ingest.ERROR_SCHEMA
+            return ingest.ERROR_KEY, ingest.ERROR_SCHEMA
         from . import dataflow
 
         ctx = step.StepContext(self, obj, self.manifest(obj.name), 0, False, self.engine)

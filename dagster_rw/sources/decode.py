@@ -4,11 +4,18 @@ The whole batch is parsed at once by pyarrow (JSON with a "wire" schema that pya
 directly, CSV as text), then cast to the declared types: by Arrow's kernels where every value has
 a form they read exactly as DuckDB does (timestamps, dates and integers written plainly), else by
 DuckDB in one query that also flags values of the wrong type. Only when the batch parse itself fails are records parsed one by one,
-and only to learn which of them are malformed; every bad record is reported with its cause, none
-is dropped silently.
+and only to learn which of them are malformed.
+
+As in RisingWave, a record that is not a document (malformed JSON, a CSV line of the wrong shape,
+an empty value) is rejected whole, while a value that does not fit its column (a JSON value of
+the wrong type, text that does not read as the column's type) is NULL in a row that is kept. Every
+rejected record and every bad value is reported with its cause (the column and the value, for a
+bad value); nothing is dropped silently. A connector object has no key column of its own (its rows
+are keyed by their position in the input), so no bad value can reject a row.
 """
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 
@@ -23,6 +30,7 @@ from ..engine.duck import DuckEngine, quote
 from ..storage.catalog import Column
 
 ENCODINGS = ("json", "csv")
+_PARSE_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError)
 _JSON_BLOCK = 8 << 20  # bytes of JSON text per block of pyarrow's reader (one thread each)
 FILE_ENCODINGS = ("json", "csv", "parquet")
 # declared type -> the Arrow type pyarrow's JSON reader produces for it; the rest is read as text
@@ -34,7 +42,8 @@ _JSON_WIRE = {
 
 @dataclass
 class Decoded:
-    """Rows of the good records (declared columns), their positions in the input, and the bad ones."""
+    """Rows of the records kept (declared columns), their positions in the input, and the errors:
+    (position, cause) of each rejected record and of each bad value (NULL in its kept row), sorted."""
 
     rows: pa.Table
     good: list[int] | np.ndarray  # decode_array: a numpy array
@@ -80,21 +89,22 @@ class RecordDecoder:
         self.target = pa.schema([pa.field(c.name, sqltypes.arrow_type(c.type)) for c in columns])
 
     # -- parsing -------------------------------------------------------------------------------
-    def _parse(self, values: list[bytes]) -> pa.Table:
+    def _parse(self, values: list[bytes], wire: pa.Schema | None = None) -> pa.Table:
         if self.encode == "json":
             joined = b"\n".join(values)
             if joined.count(b"\n") != len(values) - 1 or b"\r" in joined:
                 # a newline is whitespace between JSON tokens (never inside a string), so it can go
                 joined = b"\n".join(v.replace(b"\n", b" ").replace(b"\r", b" ") for v in values)
-            return self._parse_block(joined)
+            return self._parse_block(joined, wire)
         return self._parse_block(b"\n".join(values) + b"\n")
 
-    def _parse_block(self, joined: bytes | pa.Buffer) -> pa.Table:
-        """Records one per line, parsed in one go."""
+    def _parse_block(self, joined: bytes | pa.Buffer, wire: pa.Schema | None = None) -> pa.Table:
+        """Records one per line, parsed in one go (JSON: into the fields of `wire`, None: all read)."""
         if self.encode == "json":
             if not isinstance(joined, pa.Buffer):  # decode_array's text has none (see there)
                 joined = _without_null_documents(joined)
-            opts = pajson.ParseOptions(explicit_schema=self.wire, unexpected_field_behavior="ignore")
+            opts = pajson.ParseOptions(explicit_schema=self.wire if wire is None else wire,
+                                       unexpected_field_behavior="ignore")
             # blocks of a few MB are parsed by several threads at once; a record longer than a
             # block fails the batch, and is then parsed alone (see _bisect) in a block of its size
             read = pajson.ReadOptions(block_size=max(1 << 20, min(len(joined) + 1, _JSON_BLOCK)))
@@ -114,28 +124,53 @@ class RecordDecoder:
             return "empty record"
         try:
             t = self._parse([value])
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
+        except _PARSE_ERRORS as e:
             return str(e).splitlines()[0]
         if t.num_rows != 1:
             return f"the record holds {t.num_rows} rows, not one"
         return None
 
+    def _parse_fields(self, value: bytes) -> tuple[pa.Table, list[str]] | None:
+        """A JSON document the batch parse refused because of its values (a field of the wrong
+        JSON type, an integer out of range): its row with NULL in each field that does not read,
+        and a cause per such field; None when the record is not a JSON document (or is CSV, whose
+        fields are all read as text, so that only a line of the wrong shape fails to parse)."""
+        if self.encode != "json":
+            return None
+        try:  # the document alone, none of its fields read: a syntax error, or not an object
+            if self._parse([value], _NO_FIELDS).num_rows != 1:
+                return None
+        except _PARSE_ERRORS:
+            return None
+        columns, causes = [], []
+        for c, w in zip(self.columns, self.wire):
+            try:
+                columns.append(self._parse([value], pa.schema([w])).column(0))
+            except _PARSE_ERRORS:
+                columns.append(pa.chunked_array([pa.nulls(1, w.type)]))
+                causes.append(f'column "{c.name}": cannot read {_json_field(value, c.name)} as {c.type}')
+        return pa.table(columns, schema=self.wire), causes
+
     def _bisect(self, values, idx: list[int]):
         """Parse the records at `idx` as one batch; if that fails, each half, and so on down to the
         single bad records: a few bad records among many cost a few extra passes, not one parse per
-        record. Returns the parsed (positions, table) chunks in order, and (position, cause) of the bad."""
+        record. Returns the parsed (positions, table) chunks in order, (position, cause) of the
+        records rejected, and (position, cause) of the values read as NULL (see _parse_fields)."""
         try:
             table = self._parse(values if len(idx) == len(values) else [values[i] for i in idx])
             if table.num_rows == len(idx):
-                return [(idx, table)], []
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+                return [(idx, table)], [], []
+        except _PARSE_ERRORS:
             pass
         if len(idx) == 1:
-            return [], [(idx[0], self._parse_one(values[idx[0]]) or "the record could not be read")]
+            fields = self._parse_fields(values[idx[0]])
+            if fields is not None:
+                return [(idx, fields[0])], [], [(idx[0], cause) for cause in fields[1]]
+            return [], [(idx[0], self._parse_one(values[idx[0]]) or "the record could not be read")], []
         mid = len(idx) // 2
-        left, lbad = self._bisect(values, idx[:mid])
-        right, rbad = self._bisect(values, idx[mid:])
-        return left + right, lbad + rbad
+        left, lbad, lnull = self._bisect(values, idx[:mid])
+        right, rbad, rnull = self._bisect(values, idx[mid:])
+        return left + right, lbad + rbad, lnull + rnull
 
     def decode(self, values: list[bytes | None]) -> Decoded:
         errors: list[tuple[int, str]] = []
@@ -152,20 +187,16 @@ class RecordDecoder:
                     idx.append(i)
         wire = None
         if idx:
-            parsed, bad = self._bisect(values, idx)
+            parsed, bad, nulled = self._bisect(values, idx)
             errors.extend(bad)
+            errors.extend(nulled)
             idx = parsed[0][0] if len(parsed) == 1 else [i for chunk, _ in parsed for i in chunk]
             wire = pa.concat_tables([t for _, t in parsed]) if parsed else None
         if wire is None or wire.num_rows == 0:
             errors.sort()
             return Decoded(self.target.empty_table(), [], errors)
         rows, bad = self._cast(wire)
-        if bad:
-            bad_set = {pos for pos, _ in bad}
-            errors.extend((idx[pos], cause) for pos, cause in bad)
-            keep = [pos for pos in range(len(idx)) if pos not in bad_set]
-            rows = rows.take(pa.array(keep, pa.int64()))
-            idx = [idx[pos] for pos in keep]
+        errors.extend((idx[pos], cause) for pos, cause in bad)
         errors.sort()
         return Decoded(rows, idx, errors)
 
@@ -194,8 +225,8 @@ class RecordDecoder:
                 values = pc.if_else(null_document, pa.scalar(b"{}", values.type), values)
         wire = None
         if len(idx):
-            parsed, bad = self._bisect_array(values, 0, len(idx))
-            errors.extend((int(idx[i]), cause) for i, cause in bad)
+            parsed, bad, nulled = self._bisect_array(values, 0, len(idx))
+            errors.extend((int(idx[i]), cause) for i, cause in bad + nulled)
             if parsed:
                 wire = pa.concat_tables([t for _, _, t in parsed]) if len(parsed) > 1 else parsed[0][2]
                 if len(parsed) > 1 or parsed[0][1] - parsed[0][0] != len(idx):
@@ -204,30 +235,30 @@ class RecordDecoder:
             errors.sort()
             return Decoded(self.target.empty_table(), np.zeros(0, np.int64), errors)
         rows, bad = self._cast(wire)
-        if bad:
-            keep = np.ones(len(idx), bool)
-            keep[[pos for pos, _ in bad]] = False
-            errors.extend((int(idx[pos]), cause) for pos, cause in bad)
-            rows = rows.filter(pa.array(keep))
-            idx = idx[keep]
+        errors.extend((int(idx[pos]), cause) for pos, cause in bad)
         errors.sort()
         return Decoded(rows, idx, errors)
 
     def _bisect_array(self, values: pa.Array, lo: int, hi: int):
         """_bisect over the values lo..hi of an Arrow array (no null, empty or blank one among
-        them): the parsed (lo, hi, table) chunks in order, and (position, cause) of the bad."""
+        them): the parsed (lo, hi, table) chunks in order, (position, cause) of the records
+        rejected and of the values read as NULL."""
         try:
             table = self._parse_block(self._joined(values.slice(lo, hi - lo)))
             if table.num_rows == hi - lo:
-                return [(lo, hi, table)], []
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+                return [(lo, hi, table)], [], []
+        except _PARSE_ERRORS:
             pass
         if hi - lo == 1:
-            return [], [(lo, self._parse_one(values[lo].as_py()) or "the record could not be read")]
+            value = values[lo].as_py()
+            fields = self._parse_fields(value)
+            if fields is not None:
+                return [(lo, hi, fields[0])], [], [(lo, cause) for cause in fields[1]]
+            return [], [(lo, self._parse_one(value) or "the record could not be read")], []
         mid = lo + (hi - lo) // 2
-        left, lbad = self._bisect_array(values, lo, mid)
-        right, rbad = self._bisect_array(values, mid, hi)
-        return left + right, lbad + rbad
+        left, lbad, lnull = self._bisect_array(values, lo, mid)
+        right, rbad, rnull = self._bisect_array(values, mid, hi)
+        return left + right, lbad + rbad, lnull + rnull
 
     def _joined(self, values: pa.Array) -> pa.Buffer:
         """The values one per line (each followed by a newline), joined by Arrow; for JSON, a
@@ -242,7 +273,8 @@ class RecordDecoder:
 
     # -- typing --------------------------------------------------------------------------------
     def _cast(self, wire: pa.Table) -> tuple[pa.Table, list[tuple[int, str]]]:
-        """The declared types, and (row, cause) for every value that does not fit its column.
+        """The declared types, with NULL for every value that does not fit its column, and (row,
+        cause) for each such value.
         Columns whose values Arrow's kernels cast exactly as DuckDB would are cast there; only
         the others (and any column holding a value Arrow refuses) go through DuckDB's pass."""
         done: dict[str, pa.ChunkedArray] = {}
@@ -257,26 +289,25 @@ class RecordDecoder:
                 done[c.name] = cast
         if not rest:
             return pa.table([done[c.name] for c in self.columns], schema=self.target), []
-        select, checks = [], []
-        for c, w in rest:
+        select = []
+        for i, (c, w) in enumerate(rest):
             src = f"w.{quote(c.name)}"
             if pa.types.is_string(w.type) and c.type != "varchar":
                 src = f"NULLIF({src}, '')"  # an empty CSV field is NULL, not a bad value
             cast = f"TRY_CAST({src} AS {sqltypes.duckdb_type(c.type)})"
             select.append(f"{cast} AS {quote(c.name)}")
             name = c.name.replace("'", "''")
-            checks.append(f"WHEN {src} IS NOT NULL AND {cast} IS NULL THEN "
-                          f"'column \"{name}\": cannot read ' || CAST({src} AS VARCHAR) || ' as {c.type}'")
-        problem = f"CASE {' '.join(checks)} END"
+            select.append(f"CASE WHEN {src} IS NOT NULL AND {cast} IS NULL THEN 'column \"{name}\": cannot read ' "
+                          f"|| CAST({src} AS VARCHAR) || ' as {c.type}' END AS rw_problem_{i}")
         narrow = wire.select([c.name for c, _ in rest]).append_column("rw_pos", pa.array(np.arange(wire.num_rows,
                                                                                                   dtype=np.int64)))
-        out = self.engine.sql(f"SELECT {', '.join(select)}, {problem} AS rw_problem, rw_pos FROM w "
-                              "ORDER BY rw_pos", w=narrow)
-        problems = out.column("rw_problem")
+        out = self.engine.sql(f"SELECT {', '.join(select)}, rw_pos FROM w ORDER BY rw_pos", w=narrow)
         bad = []
-        if problems.null_count != out.num_rows:
-            flagged = out.filter(pc.is_valid(problems))
-            bad = list(zip(flagged.column("rw_pos").to_pylist(), flagged.column("rw_problem").to_pylist()))
+        for i in range(len(rest)):
+            problems = out.column(f"rw_problem_{i}")
+            if problems.null_count != out.num_rows:
+                flagged = pc.is_valid(problems)
+                bad.extend(zip(out.column("rw_pos").filter(flagged).to_pylist(), problems.filter(flagged).to_pylist()))
         cols = [done[c.name] if c.name in done else out.column(c.name) for c in self.columns]
         return pa.table(cols, names=[c.name for c in self.columns]).cast(self.target), bad
 
@@ -299,21 +330,16 @@ class RecordDecoder:
             return Decoded(self.target.empty_table(), []), starts
         try:
             wire = self._parse_block(data if data.endswith(b"\n") else data + b"\n")
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        except _PARSE_ERRORS:
             wire = None
         if wire is not None and wire.num_rows == len(starts):
             rows, bad = self._cast(wire)
-            errors = sorted(bad)
-            if not errors:
-                return Decoded(rows, list(range(len(starts)))), starts
-            bad_set = {pos for pos, _ in errors}
-            keep_rows = [pos for pos in range(len(starts)) if pos not in bad_set]
-            return Decoded(rows.take(pa.array(keep_rows, pa.int64())), keep_rows, errors), starts
+            return Decoded(rows, list(range(len(starts))), sorted(bad)), starts
         return self.decode([data[s:e] for s, e in zip(starts.tolist(), ends.tolist())]), starts
 
     def decode_table(self, table: pa.Table) -> Decoded:
         """Rows already typed (a Parquet file's): the declared columns it has (the others NULL),
-        cast to the declared types; a value that does not fit its column makes its row bad."""
+        cast to the declared types; a value that does not fit its column is NULL (and an error)."""
         cols = []
         for c, target in zip(self.columns, self.target):
             if c.name in table.column_names:
@@ -327,11 +353,18 @@ class RecordDecoder:
         if wire.num_rows == 0:
             return Decoded(self.target.empty_table(), [])
         rows, bad = self._cast(wire)
-        if not bad:
-            return Decoded(rows, list(range(wire.num_rows)))
-        bad_set = {pos for pos, _ in bad}
-        keep = [pos for pos in range(wire.num_rows) if pos not in bad_set]
-        return Decoded(rows.take(pa.array(keep, pa.int64())), keep, sorted(bad))
+        return Decoded(rows, list(range(wire.num_rows)), sorted(bad))
+
+
+_NO_FIELDS = pa.schema([pa.field("\x00", pa.null())])  # a name no field has: a document parsed, nothing read
+
+
+def _json_field(value: bytes, name: str) -> str:
+    """A field's value as JSON text, for a message ("its value" when it cannot be shown)."""
+    try:
+        return json.dumps(json.loads(value)[name], ensure_ascii=False)
+    except (ValueError, TypeError, KeyError, IndexError, RecursionError):
+        return "its value"
 
 
 _NULL_DOCUMENT = re.compile(rb"(?:^|\n)[ \t\r\x0b\x0c]*null[ \t\r\x0b\x0c]*(?=\n|$)")
