@@ -139,3 +139,17 @@ def test_json_null_records_read_as_rows_of_nulls_wherever_a_parse_block_starts()
     lone = RecordDecoder(COLUMNS, "json")
     assert [lone.decode(v).rows.num_rows for v in ([b"null"], [b"{broken", b"null"])] == [1, 1]
     assert lone.decode_array(pa.array([b" null"], pa.binary())).rows.num_rows == 1
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(records().map(lambda r: r[0]), max_size=30))
+def test_decoding_a_file_gives_what_decoding_its_lines_one_by_one_gives(values):
+    """decode_lines (a file's text, parsed whole when it can be) against decode of its lines: the
+    same rows, positions (byte offsets of the lines) and errors, bad values and malformed lines mixed."""
+    lines = [v.replace(b"\n", b" ") for v in values if v]  # an empty line is no record
+    data = b"".join(line + b"\n" for line in lines)
+    got, starts = RecordDecoder(COLUMNS, "json").decode_lines(data)
+    want = RecordDecoder(COLUMNS, "json").decode(lines)
+    assert list(got.good) == list(want.good) and got.errors == want.errors
+    assert got.rows.equals(want.rows)
+    assert [data[s:].split(b"\n", 1)[0] for s in starts.tolist()] == lines
