@@ -8,6 +8,8 @@ approx_percentile is exact: percentile_disc's value as double precision. Beside 
 first_value / last_value(DISTINCT x ORDER BY x)."""
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 from both_paths import run_on
 from oracle import assert_same
@@ -130,3 +132,19 @@ def test_unsupported_ordered_set_shapes_are_refused_at_create_by_name(conn, quer
 @pytest.mark.parametrize("engine", ["spark", "duckdb"])
 def test_ordered_set_aggregates_on_both_paths_match_duckdb(tmp_path, spark, engine):
     run_on(str(tmp_path / engine), spark, engine, {name: ORDERED_SETS[name] for name in ("pct_groups", "pct_global")})
+
+
+def test_a_batch_select_answers_as_the_view_does(conn):
+    conn.execute(SCHEMA[1])
+    query = ("SELECT k, percentile_cont(0.3) WITHIN GROUP (ORDER BY d DESC), approx_percentile(0.5, 0.05) "
+             "WITHIN GROUP (ORDER BY w), percentile_disc(0.5) WITHIN GROUP (ORDER BY d), "
+             "mode() WITHIN GROUP (ORDER BY w DESC) FROM t2 GROUP BY k")
+    conn.execute(f"CREATE MATERIALIZED VIEW o AS {query}")
+    conn.execute("INSERT INTO t2 VALUES (1, 1, 3, 1.25), (2, 1, 4, 2.50), (3, 1, 4, 0.10), (4, 2, 9, NULL), "
+                 "(5, 1, 3, NULL)")
+    conn.execute("FLUSH")
+    batch = conn.execute(query)
+    assert [d[0] for d in batch.description] == ["k", "percentile_cont", "approx_percentile", "percentile_disc", "mode"]
+    rows = batch.fetchall()
+    assert sorted(rows) == sorted(conn.execute("SELECT * FROM o").fetchall())
+    assert sorted(rows)[0][1:] == (pytest.approx(1.75), 3.0, Decimal("1.25"), 4)  # mode's tie: DESC's first

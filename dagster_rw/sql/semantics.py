@@ -71,10 +71,34 @@ def regexp_match_groups(expression: exp.Expression) -> exp.Expression:
     return expression.copy().transform(rewrite)
 
 
+def ordered_sets_as_postgresql(query: exp.Expression) -> exp.Expression:
+    """The ordered-set aggregates of a batch query as views compute them: percentile_cont of a
+    NUMERIC key as double precision (DuckDB would interpolate decimals), and RisingWave's
+    approx_percentile(f [, relative error]), which neither engine has, as percentile_disc(f) cast to
+    double precision (exact, within any relative error)."""
+
+    def rewrite(node):
+        if not isinstance(node, exp.WithinGroup) or not isinstance(node.expression, exp.Order):
+            return node
+        inner = node.this
+        if isinstance(inner, exp.PercentileCont):
+            for key in node.expression.expressions:
+                key.set("this", exp.cast(key.this, exp.DataType.build("DOUBLE")))
+            return node
+        if isinstance(inner, exp.Anonymous) and inner.name.lower() == "approx_percentile" and inner.expressions:
+            disc = exp.WithinGroup(this=exp.PercentileDisc(this=inner.expressions[0]), expression=node.expression)
+            return exp.cast(disc, exp.DataType.build("DOUBLE"))
+        return node
+
+    if query.find(exp.WithinGroup) is None:
+        return query
+    return query.copy().transform(rewrite)
+
+
 def typed_query(query: exp.Expression, schema: dict[str, dict[str, str]]) -> exp.Expression:
     """A batch query annotated with types (columns qualified; sqlglot may name unnamed outputs
     `_col_<i>`, which callers map back to PostgreSQL's names); regexp_match groups rewritten."""
-    query = regexp_match_groups(query)
+    query = ordered_sets_as_postgresql(regexp_match_groups(query))
     if query.find(exp.Div) is None:
         return query
     try:
