@@ -19,10 +19,12 @@ from .sql import statements as st
 from .sql.dialect import Statement
 from .sql.secret_statements import CreateSecret
 from .sql.sink_statements import CreateSink
+from .sql.on_conflict import NOTHING, ON_CONFLICT
+from .sql.renames import Rename
 from .sql.function_catalog import check_statement
 from .sql.functions import inline_statement
 from .sql.semantics import typed_query
-from .storage.catalog import MATERIALIZED_VIEW, SOURCE, TABLE
+from .storage.catalog import MATERIALIZED_VIEW, SINK, SOURCE, TABLE
 from .storage.object_store import open_store, wait_for_deletions
 from .storage.local_files import reports_file_errors
 
@@ -419,6 +421,7 @@ class Cursor:
             column, expression = s.watermark
             options = {"watermark_column": column,
                        "watermark_delay_us": watermark_delay(s.name, s.sql, column, expression, s.columns)}
+        options.update(s.on_conflict)
         self.conn.wh.create_table(s.name, s.columns, s.pk, s.sql, s.append_only, s.if_not_exists, options)
 
     def _do_createsource(self, s: st.CreateSource):
@@ -458,6 +461,10 @@ class Cursor:
             return
         kind = {"table": TABLE, "source": SOURCE}.get(s.kind, MATERIALIZED_VIEW)
         self.conn.wh.drop(s.name, kind, s.if_exists)
+
+    def _do_rename(self, s: Rename):
+        kind = {"table": TABLE, "source": SOURCE, "sink": SINK}.get(s.kind, MATERIALIZED_VIEW)
+        self.conn.wh.rename(kind, s.name, s.new_name)
 
     def _do_flush(self, s: st.Flush):
         self.conn._check()
@@ -573,7 +580,10 @@ class Cursor:
         old_as = ", ".join(
             (f"{quote('_old_' + c.name)} AS {quote(c.name)}" if c.name in obj.stream_key else quote(c.name))
             for c in obj.columns)
-        # a row whose key changed is deleted under its old key, then inserted under the new one
+        # a row whose key changed is deleted under its old key, then inserted under the new one; in
+        # a table ON CONFLICT DO NOTHING every updated row is (else its insert would be ignored)
+        if obj.options.get(ON_CONFLICT) == NOTHING:
+            moved = "true"
         deletes = conn.engine.sql(f"SELECT {old_as} FROM c WHERE {moved}", c=changed)
         upserts = conn.engine.sql(f"SELECT {cols} FROM c", c=changed)
         rows = pa.concat_tables([deletes, upserts])
@@ -645,6 +655,7 @@ HANDLERS: dict[type[Statement], Callable[[Cursor, Statement], None]] = {
     CreateSink: Cursor._do_createsink,
     st.CreateFunction: Cursor._do_createfunction,
     st.Drop: Cursor._do_drop,
+    Rename: Cursor._do_rename,
     st.Flush: Cursor._do_flush,
     st.SetVar: Cursor._do_setvar,
     st.Show: Cursor._do_show,

@@ -30,12 +30,13 @@ class CatalogAccess:
         return obj
 
     def commit_catalog(self, objects: dict[str, CatalogObject], what: str, functions: dict | None = None,
-                       dropped: list[str] = ()) -> None:
-        """Commit the next catalog version; `dropped`: objects whose manifests it removes."""
+                       dropped: list[str] = (), renamed: dict[str, str] | None = None) -> None:
+        """Commit the next catalog version; `dropped`: objects whose manifests it removes;
+        `renamed`: old name -> new name of objects whose manifests and records it moves."""
         current = self.catalog(reload=True)
         self._catalog = catalogs.commit(self.store, Catalog(
             version=current.version, objects=objects,
-            functions=current.functions if functions is None else functions), what, dropped)
+            functions=current.functions if functions is None else functions), what, dropped, renamed)
 
     def functions(self) -> dict:
         """The catalog's SQL functions, by name (sql.functions.SqlFunction)."""
@@ -75,7 +76,7 @@ class CatalogAccess:
         return True
 
     def plan(self, obj: CatalogObject):
-        key = (obj.name, obj.created_epoch)
+        key = (obj.name, obj.created_epoch, obj.sql)  # (a rename rewrites the SQL of its consumers)
         if key not in self._plans:
             from ..sql.statements import view_emits_on_window_close, view_query
 

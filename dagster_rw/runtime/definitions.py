@@ -7,10 +7,13 @@ the connection handed to the warehouse.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 from ..errors import IntegrityError, OperationalError, ProgrammingError
 from ..sql.planner import Planner
+from ..sql.renames import renamed_definition, renamed_references
+from ..sql.statements import view_emits_on_window_close, view_query
 from ..storage import catalog as catalogs
 from ..storage import manifest as manifests
 from ..storage.catalog import MATERIALIZED_VIEW, SOURCE, TABLE, CatalogObject, Column
@@ -38,10 +41,11 @@ class Definitions:
             stream_key = [ROW_ID]
         created = epochs.newest_epoch(self.store)
         obj = CatalogObject(name=name, kind=TABLE, sql=sql, columns=cols, pk=list(pk), stream_key=stream_key,
-                            created_epoch=created, append_only=append_only, options=dict(options or {}))
+                            created_epoch=created, append_only=append_only, options=dict(options or {}),
+                            folder=self.new_folder(cat, name))
         objects = dict(cat.objects)
         objects[name] = obj
-        self.clear_leftovers(name)
+        self.clear_leftovers(obj.key_folder)
         # the manifest first: the catalog commit is the statement's last step, so a CREATE that
         # fails leaves nothing in the catalog (and files the next CREATE of the name clears)
         m = manifests.commit(self.store, Manifest(object=name, epoch=created), [], 0)
@@ -62,10 +66,10 @@ class Definitions:
         obj = CatalogObject(name=s.name, kind=TABLE if s.is_table else SOURCE, sql=s.sql,
                             columns=list(s.columns) + [Column(ROW_ID, "bigint", hidden=True)], pk=[],
                             stream_key=[ROW_ID], created_epoch=created, append_only=True,
-                            options=options)
+                            options=options, folder=self.new_folder(cat, s.name))
         objects = dict(cat.objects)
         objects[s.name] = obj
-        self.clear_leftovers(s.name)
+        self.clear_leftovers(obj.key_folder)
         m = Manifest(object=s.name, epoch=created, positions=positions)
         m = manifests.commit(self.store, m, [], 0)  # before the catalog, as for create_table
         self.commit_catalog(objects, f"CREATE {'TABLE' if s.is_table else 'SOURCE'} {s.name}")
@@ -110,12 +114,13 @@ class Definitions:
         created = min((self.manifest(i).epoch for i in planner.inputs), default=epochs.newest_epoch(self.store))
         obj = CatalogObject(name=name, kind=kind, sql=sql, columns=columns, pk=[],
                             stream_key=stream_key, inputs=list(planner.inputs), created_epoch=created,
-                            append_only=kind == TABLE, options={"as_query": True} if kind == TABLE else {})
+                            append_only=kind == TABLE, options={"as_query": True} if kind == TABLE else {},
+                            folder=self.new_folder(cat, name))
         objects = dict(cat.objects)
         objects[name] = obj
-        self.clear_leftovers(name)
+        self.clear_leftovers(obj.key_folder)
         self.commit_catalog(objects, f"CREATE {'TABLE' if kind == TABLE else 'MATERIALIZED VIEW'} {name}")
-        self._plans[(name, created)] = plan
+        self._plans[(name, created, sql)] = plan
         try:
             self.refresh(name)  # back-fill from the snapshot
         except BaseException:
@@ -131,12 +136,13 @@ class Definitions:
             self.settle([name], report=False)
             cat = self.catalog(reload=True)
             if name in cat.objects and not cat.consumers(name):
+                folder = cat.objects[name].key_folder
                 self.commit_catalog({k: v for k, v in cat.objects.items() if k != name},
                                     f"DROP {name} (its CREATE failed)", dropped=[name])
                 self._manifests.pop(name, None)
                 self._plans = {k: v for k, v in self._plans.items() if k[0] != name}
                 self.compactor.forget(name)
-                self.clear_leftovers(name)
+                self.clear_leftovers(folder)
         except Exception:  # noqa: BLE001 - the CREATE's own error is the one to report
             logging.getLogger("dagster_rw").warning("could not take back the failed CREATE of %s", name,
                                                     exc_info=True)
@@ -179,11 +185,98 @@ class Definitions:
         self.commit_catalog(objects, f"DROP {name}", dropped=[name])
         self._manifests.pop(name, None)
         self.compactor.forget(name)
-        self.clear_leftovers(name)
+        self.clear_leftovers(obj.key_folder)
         return True
 
-    def clear_leftovers(self, name: str) -> None:
-        folder = catalogs.key_name(name)  # (raises for a name no key can hold)
+    def rename(self, kind: str, name: str, new_name: str) -> None:
+        """ALTER ... RENAME TO, as RisingWave does it: the object keeps its rows, files and epoch
+        (the log moves its manifest and its part of every epoch record to the new name, its files
+        stay in their folder), and every object reading it has its stored definition rewritten to
+        the new name (checked: planned again, it must give the same columns and key)."""
+        cat = self.catalog(reload=True)
+        obj = cat.get(name)
+        what = {TABLE: "table", SOURCE: "source", catalogs.SINK: "sink"}.get(kind, "materialized view")
+        if obj is None:
+            raise ProgrammingError(f'{what} "{name}" does not exist')
+        if obj.kind != kind:
+            verb = {TABLE: "TABLE", SOURCE: "SOURCE", catalogs.SINK: "SINK"}.get(obj.kind, "MATERIALIZED VIEW")
+            raise ProgrammingError(f'"{name}" is not a {what}; use ALTER {verb}')
+        if obj.options.get("internal_of"):  # the view of a CREATE SINK ... AS query (sinks.definition)
+            raise ProgrammingError(f'cannot rename "{name}": it belongs to sink "{obj.options["internal_of"]}"')
+        if new_name in cat.objects:
+            raise ProgrammingError(f'relation "{new_name}" already exists')
+        catalogs.key_name(new_name)  # (raises for a name no key can hold)
+        touched = [name] + [o.name for o in cat.objects.values() if name in o.inputs
+                            or o.options.get("into") == name or o.options.get("internal_of") == name]
+        self.settle(touched)  # this process's commits in flight land under the old name
+        self.compactor.finish(touched)
+        cat = self.catalog(reload=True)
+        renamed = dataclasses.replace(obj, name=new_name, sql=renamed_definition(obj.sql, new_name),
+                                      folder=obj.key_folder, options=dict(obj.options))
+        # sinks AS query: their internal view reads `name`, and their own text says so too
+        querying = {o.options["internal_of"] for o in cat.objects.values()
+                    if o.options.get("internal_of") and name in o.inputs}
+        objects: dict[str, CatalogObject] = {}
+        for key, o in cat.objects.items():
+            if key == name:
+                objects[new_name] = renamed
+                continue
+            reads = name in o.inputs or o.options.get("into") == name or key in querying
+            if reads:
+                try:
+                    sql = renamed_references(o.sql, name, new_name)
+                except ProgrammingError as e:
+                    raise ProgrammingError(f'cannot rename "{name}" to "{new_name}": the definition of '
+                                           f'"{o.name}" reads it, and {e}') from None
+                o = dataclasses.replace(o, sql=sql, inputs=[new_name if i == name else i for i in o.inputs],
+                                        options={**o.options, **({"into": new_name} if o.options.get("into") == name
+                                                                 else {})})
+            if o.options.get("internal_of") == name:
+                o = dataclasses.replace(o, options={**o.options, "internal_of": new_name})
+            objects[key] = o
+        self._check_rewritten(name, new_name, cat, objects)
+        self.commit_catalog(objects, f"ALTER {what.upper()} {name} RENAME TO {new_name}", renamed={name: new_name})
+        self._manifests.pop(name, None)
+        self._plans = {k: v for k, v in self._plans.items() if k[0] not in (name, new_name)}
+        self.compactor.forget(name)
+        if kind == catalogs.SINK:
+            self.sinks.forget_target(self, name)
+
+    def _check_rewritten(self, name: str, new_name: str, before: catalogs.Catalog,
+                         objects: dict[str, CatalogObject]) -> None:
+        """Refuse a rename after which a rewritten view would not plan to what it is."""
+        for key, o in objects.items():
+            old = before.objects.get(key)
+            if o.kind == catalogs.SINK or old is None or o.sql == old.sql or not o.inputs:
+                continue
+            try:
+                planner = Planner(objects.get, o.sql, o.name, self.engine)
+                plan = planner.plan(self.inline_functions(view_query(o.sql)), view_emits_on_window_close(o.sql))
+                columns = [(None if c.hidden else c.name, c.type, c.hidden) for c in plan.columns]
+                same = columns == [(None if c.hidden else c.name, c.type, c.hidden) for c in o.columns] and \
+                    [o.columns[k].name for k in plan.stream_key] == o.stream_key
+            except ProgrammingError as e:
+                raise ProgrammingError(f'cannot rename "{name}" to "{new_name}": the definition of "{o.name}" '
+                                       f"does not plan with the new name ({e})") from None
+            if not same:
+                raise ProgrammingError(f'cannot rename "{name}" to "{new_name}": the definition of "{o.name}" '
+                                       "plans differently with the new name")
+
+    def new_folder(self, catalog: catalogs.Catalog, name: str) -> str:
+        """The folder of a new object `name` (CatalogObject.folder): its own name's (""), unless
+        an object renamed since its creation keeps its files there; then that name with a suffix
+        no name's folder has (key_name writes no '.'). Raises for a name no key can hold."""
+        plain = catalogs.key_name(name)
+        taken = {o.key_folder for o in catalog.objects.values()}
+        if plain not in taken:
+            return ""
+        n = catalog.version + 1
+        while f"{plain}.{n}" in taken:
+            n += 1
+        return f"{plain}.{n}"
+
+    def clear_leftovers(self, folder: str) -> None:
+        """Delete what an earlier object left in `folder` (an object's CatalogObject.key_folder)."""
         for key in self.store.list(f"objects/{folder}/") + self.store.list(f"{epochs.STAGING}/{folder}/") \
                 + self.store.list(f"sinks/{folder}/"):
             self.store.delete(key)

@@ -12,7 +12,7 @@ import time
 import uuid
 
 from ..errors import ProgrammingError
-from ..storage.catalog import TABLE, key_name
+from ..storage.catalog import TABLE
 from ..storage.log import log_of
 from ..storage.object_store import ObjectStore
 
@@ -36,8 +36,9 @@ def load_epoch(store: ObjectStore, epoch: int) -> dict:
         raise FileNotFoundError(f"the record of epoch {epoch}") from None
 
 
-def staging_key(table: str) -> str:
-    return f"{STAGING}/{key_name(table)}/{time.time_ns():020d}-{uuid.uuid4().hex[:12]}.parquet"
+def staging_key(folder: str) -> str:
+    """A new staged batch's key, under the table's folder (CatalogObject.key_folder)."""
+    return f"{STAGING}/{folder}/{time.time_ns():020d}-{uuid.uuid4().hex[:12]}.parquet"
 
 
 def accept(store: ObjectStore, obj, key: str) -> None:

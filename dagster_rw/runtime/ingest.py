@@ -25,7 +25,7 @@ from ..sources.decode import RecordDecoder
 from ..sources import kafka_records
 from ..sources.kafka import KafkaTopic
 from ..sources.spec import KafkaSourceSpec
-from ..storage.catalog import MATERIALIZED_VIEW, SOURCE, TABLE, CatalogObject, key_name
+from ..storage.catalog import MATERIALIZED_VIEW, SOURCE, TABLE, CatalogObject
 from ..storage.manifest import PLANNED_UNDER, Manifest
 from ..storage.state_table import DELETED, StateTable
 from . import epochs, file_ingest, step
@@ -257,7 +257,7 @@ def _read_records(wh: StepWarehouse, spec: KafkaSourceSpec, ranges: dict[int, tu
 
 
 def errors_table(wh: StepWarehouse, obj: CatalogObject, m: Manifest, engine=None) -> StateTable:
-    return StateTable(wh.store, engine or wh.engine, f"objects/{key_name(obj.name)}/state/{ERRORS}", ERROR_KEY,
+    return StateTable(wh.store, engine or wh.engine, f"objects/{obj.key_folder}/state/{ERRORS}", ERROR_KEY,
                       ERROR_SCHEMA, m.state.get(ERRORS, []))
 
 

@@ -51,7 +51,7 @@ class Staging:
             nulls = [c for c in obj.pk if rows.column(c).null_count]
             if nulls:
                 raise IntegrityError(f'null value in column "{nulls[0]}" of {table!r} violates its primary key')
-        key = epochs.staging_key(table)
+        key = epochs.staging_key(obj.key_folder)
         tmp = os.path.join(self.store.scratch_dir(), f"{uuid.uuid4().hex}.parquet")
         by_arrow = write_sorted(rows, tmp, []) is not None
         if not by_arrow:  # a type pyarrow cannot write: DuckDB writes it

@@ -32,11 +32,11 @@ from ..operators.base import (
     state_writes,
 )
 from ..storage import sst_cache
-from ..storage.catalog import SOURCE, TABLE, CatalogObject, key_name
+from ..storage.catalog import SOURCE, TABLE, CatalogObject
 from ..storage.manifest import Manifest, SstFile
 from ..storage.parquet_io import EPOCH
 from ..storage.state_table import StateTable, in_key_order, prepare_sst
-from . import dataflow, epochs
+from . import conflicts, dataflow, epochs
 from .watermarks import advance_watermark, watermark_at
 from .interfaces import StepWarehouse
 
@@ -66,7 +66,7 @@ def _schema(columns: tuple, weighted: bool) -> pa.Schema:
 
 
 def output_table(wh: StepWarehouse, obj: CatalogObject, m: Manifest, engine=None) -> StateTable:
-    return StateTable(wh.store, engine or wh.engine, f"objects/{key_name(obj.name)}/state/{OUTPUT}", list(obj.stream_key),
+    return StateTable(wh.store, engine or wh.engine, f"objects/{obj.key_folder}/state/{OUTPUT}", list(obj.stream_key),
                       object_schema(obj), m.state.get(OUTPUT, []))
 
 
@@ -143,7 +143,7 @@ class StepContext:
     def state_table(self, op_id: int, name: str, pk, schema, kind=StateTable) -> StateTable:
         key = f"op{op_id}.{name}"
         if key not in self.tables:
-            self.tables[key] = kind(self.wh.store, self.engine, f"objects/{key_name(self.obj.name)}/state/{key}",
+            self.tables[key] = kind(self.wh.store, self.engine, f"objects/{self.obj.key_folder}/state/{key}",
                                     pk, schema, self.manifest.state.get(key, []))
         return self.tables[key]
 
@@ -290,6 +290,7 @@ def _loads_in_one_job(wh: StepWarehouse, obj: CatalogObject, m: Manifest, engine
     and Parquet cannot hold)."""
     return (engine is not wh.engine and hasattr(engine, "write_first_load") and bool(batches)
             and not m.state.get(OUTPUT) and bool(obj.stream_key) and not obj.options.get("watermark_column")
+            and not conflicts.has_policy(obj)
             and not any(pa.types.is_interval(f.type) for f in object_schema(obj)))
 
 
@@ -302,7 +303,7 @@ def _first_load(wh: StepWarehouse, obj: CatalogObject, m: Manifest, ctx: StepCon
     state, changes = ctx.engine.write_first_load(
         read_batches(wh, obj, batches, ctx.engine), wh.store, list(obj.stream_key), rows,
         [(out.key_dir, out.file_schema, {EPOCH: target, DELETED: False}),
-         (f"objects/{key_name(obj.name)}/changes", changelog_schema(obj), {W: 1})], committed, target)
+         (f"objects/{obj.key_folder}/changes", changelog_schema(obj), {W: 1})], committed, target)
     for key in batches:  # applied: a retry after a failed commit reads the files again
         sst_cache.discard(wh.store.cache_path(key))
     ctx.rows_in = rows
@@ -373,6 +374,15 @@ def table_change(wh: StepWarehouse, obj: CatalogObject, m: Manifest, keys: list[
         return None, None, None
     pk = list(obj.stream_key)
     cols = [c.name for c in obj.columns]
+    if conflicts.has_policy(obj):  # ON CONFLICT: the staged rows meet the stored ones by its rule
+        state = output_table(wh, obj, m, engine)
+        old = state.lookup(engine.sql(f"SELECT DISTINCT {col_list(pk)} FROM rw_staged", rw_staged=staged), pk)
+        return engine.sql(
+            consolidate_sql(cols, "rw_u"),
+            rw_u=engine.sql(
+                f"SELECT {col_list(cols)}, CAST(-1 AS BIGINT) AS {W} FROM rw_old UNION ALL "
+                f"SELECT {col_list(cols)}, CAST(1 AS BIGINT) AS {W} FROM rw_new",
+                rw_old=old, rw_new=conflicts.resolved_rows(engine, obj, staged, old))), None, None
     if engine is wh.engine:
         fast = _apply_batches_in_arrow(wh, obj, m, staged, pk, cols)
         if fast is not None:
@@ -687,7 +697,7 @@ def _run_all(jobs: dict, parallel: bool) -> dict:
 
 
 def _prepare_changelog(wh: StepWarehouse, engine, obj: CatalogObject, delta, start: int, target: int, order=None):
-    return prepare_sst(wh.store, engine, delta, f"objects/{key_name(obj.name)}/changes", list(obj.stream_key) + [W],
+    return prepare_sst(wh.store, engine, delta, f"objects/{obj.key_folder}/changes", list(obj.stream_key) + [W],
                        start, target, order=order)
 
 
@@ -696,7 +706,7 @@ def _write_changelog(wh: StepWarehouse, engine, obj: CatalogObject, delta, start
     Spark, a run of files by key range, a key's changes in one file)."""
     if hasattr(engine, "write_files") and not isinstance(delta, pa.Table):
         key = list(obj.stream_key)
-        return engine.write_files(delta, wh.store, f"objects/{key_name(obj.name)}/changes", key + [W], changelog_schema(obj),
+        return engine.write_files(delta, wh.store, f"objects/{obj.key_folder}/changes", key + [W], changelog_schema(obj),
                                   start, target, range_keys=key)
     return _prepare_changelog(wh, engine, obj, delta, start, target, order).finish()
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from ..operators.map import ERROR_KEY, ERROR_SCHEMA, ERRORS
-from ..storage.catalog import MATERIALIZED_VIEW, SINK, key_name
+from ..storage.catalog import MATERIALIZED_VIEW, SINK
 from ..storage.state_table import StateTable
 from .interfaces import StepWarehouse
 
@@ -27,7 +27,7 @@ def view_errors(wh: StepWarehouse) -> pa.Table:
         for name, files in wh.manifest(obj.name).state.items():
             if not (files and name.startswith("op") and name.endswith(f".{ERRORS}")):
                 continue
-            table = StateTable(wh.store, wh.engine, f"objects/{key_name(obj.name)}/state/{name}", ERROR_KEY,
+            table = StateTable(wh.store, wh.engine, f"objects/{obj.key_folder}/state/{name}", ERROR_KEY,
                                ERROR_SCHEMA, files)
             rows = wh.engine.to_arrow(table.read_all()).select(ERROR_SCHEMA.names).cast(ERROR_SCHEMA)
             rows = rows.drop_columns(["check"]).add_column(0, "view", pa.array([obj.name] * rows.num_rows, pa.string()))

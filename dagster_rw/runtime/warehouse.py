@@ -50,7 +50,7 @@ class Warehouse(CatalogAccess, Versions, Staging, Scheduling, Definitions):
         self.refresh_retries = 0  # refreshes of one object that stepped again after losing one
         self._sealed: int | None = None  # the epoch a FLUSH in progress sealed (epochs.seal)
         self._catalog: Catalog | None = None
-        self._plans: dict[tuple[str, int], object] = {}
+        self._plans: dict[tuple[str, int, str], object] = {}
         self._manifests: dict[str, Manifest] = {}
         self.sink_targets: dict[str, tuple] = {}  # sink -> (created epoch, open connector)
         self.pipelining = False  # inside a FLUSH: tables commit in the background (defer_commit)
@@ -126,7 +126,7 @@ class Warehouse(CatalogAccess, Versions, Staging, Scheduling, Definitions):
                 continue
             pk, schema, *kind = self._state_spec(obj, table_name)
             table = (kind[0] if kind else step.StateTable)(
-                self.store, self.engine, f"objects/{catalogs.key_name(name)}/state/{table_name}", pk, schema, files)
+                self.store, self.engine, f"objects/{obj.key_folder}/state/{table_name}", pk, schema, files)
             state[table_name], gone = table.compact_all()
             dropped.extend(gone)
         if dropped:

@@ -10,7 +10,7 @@ from ..runtime import step
 from ..sql.append_only import is_append_only, source_is_append_only
 from ..sql.planner import Planner
 from ..storage import manifest as manifests
-from ..storage.catalog import MATERIALIZED_VIEW, SINK, TABLE, CatalogObject, Column, key_name
+from ..storage.catalog import MATERIALIZED_VIEW, SINK, TABLE, CatalogObject, Column
 from ..storage.manifest import Manifest
 from ..storage.secrets import seal_options
 from ..storage.state_table import write_sst
@@ -79,8 +79,9 @@ def create_sink(wh: SinkWarehouse, s) -> bool:
     visible = source.visible_columns
     obj = CatalogObject(name=s.name, kind=SINK, sql=s.sql, columns=[Column(c.name, c.type) for c in visible],
                         pk=list(spec.primary_key), stream_key=list(spec.primary_key), inputs=[input_name],
-                        created_epoch=start, append_only=spec.type == APPEND_ONLY, options=spec.to_options())
-    wh.clear_leftovers(s.name)
+                        created_epoch=start, append_only=spec.type == APPEND_ONLY, options=spec.to_options(),
+                        folder=wh.new_folder(wh.catalog(), s.name))
+    wh.clear_leftovers(obj.key_folder)
     wh.forget_manifest(s.name)
     own = []
     if spec.snapshot:
@@ -89,7 +90,7 @@ def create_sink(wh: SinkWarehouse, s) -> bool:
                                                 rw_s=wh.snapshot(input_name)))
         if snap.num_rows:
             snap = snap.cast(pa.schema([*step.object_schema(obj), pa.field(W, pa.int64())]))
-            own.append(write_sst(wh.store, wh.engine, snap, f"objects/{key_name(s.name)}/changes", [], 0, start))
+            own.append(write_sst(wh.store, wh.engine, snap, f"objects/{obj.key_folder}/changes", [], 0, start))
     # the position is committed before the catalog names the sink: from then on the input keeps its
     # change files after `start` for it
     wh.remember_manifest(manifests.commit(wh.store, Manifest(object=s.name, epoch=start, changelog=own), [], 0))

@@ -31,6 +31,7 @@ class CreateTable(Statement):
     as_query: exp.Expression | None = None  # CREATE TABLE ... AS SELECT: kept fed by the query
     emit_on_window_close: bool = False
     watermark: tuple[str, exp.Expression] | None = None  # (column, expression) of WATERMARK FOR
+    on_conflict: dict = field(default_factory=dict)  # ON CONFLICT as table options (sql.on_conflict)
 
 
 @dataclass
@@ -235,6 +236,10 @@ def parse(sql: str, check_names: bool = True) -> Statement:
         return _parse_create(sql, words)
     if head == "DROP":
         return _parse_drop(sql, words)
+    if head == "ALTER":
+        from .renames import parse_alter
+
+        return parse_alter(sql, words)
     tree = _parse(sql)
     if isinstance(tree, exp.Insert):
         return _parse_insert(sql, tree)
@@ -356,6 +361,16 @@ def _rename_outputs(sql: str, query: exp.Expression, names: list[str]) -> exp.Ex
 
 
 def _parse_create_table(sql: str, words: list[str]) -> CreateTable:
+    from .on_conflict import check_clause, split_clause
+
+    text, conflict = split_clause(sql)
+    if conflict:
+        if any(w in ("AS", "CONNECTOR") for w in _words(text, False)):
+            raise unsupported("ON CONFLICT on a table created AS SELECT or with a connector", sql)
+        table = _parse_create_table(text, _words(text, False))
+        check_clause(table.name, conflict, {c.name: c.type for c in table.columns}, table.pk, table.append_only)
+        table.sql, table.on_conflict = sql, conflict
+        return table
     append_only = words[-2:] == ["APPEND", "ONLY"]
     body = sql
     if append_only:

@@ -33,13 +33,23 @@ class CatalogObject:
     created_epoch: int = 0
     append_only: bool = False
     options: dict = field(default_factory=dict)
+    # the segment its files live under (objects/<folder>/...); empty: key_name(name). A renamed
+    # object keeps the folder of the name it was created with, its manifest listing those files
+    folder: str = ""
+
+    @property
+    def key_folder(self) -> str:
+        return self.folder or key_name(self.name)
 
     @property
     def visible_columns(self) -> list[Column]:
         return [c for c in self.columns if not c.hidden]
 
     def to_json(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        if not d["folder"]:
+            del d["folder"]
+        return d
 
     @classmethod
     def from_json(cls, d: dict) -> CatalogObject:
@@ -138,10 +148,12 @@ def load(store: ObjectStore, refresh: bool = True) -> Catalog:
                    secrets={x["name"]: x for x in doc.get("secrets", [])})
 
 
-def commit(store: ObjectStore, catalog: Catalog, what: str, dropped: list[str] = ()) -> Catalog:
+def commit(store: ObjectStore, catalog: Catalog, what: str, dropped: list[str] = (),
+           renamed: dict[str, str] | None = None) -> Catalog:
     """Publish the catalog after `catalog.version`; CommitConflict if another process published
-    one first. `dropped`: objects whose manifests go with this version. `catalog.secrets` None:
-    the secrets of the version it follows."""
+    one first. `dropped`: objects whose manifests go with this version; `renamed`: old name ->
+    new name of objects whose manifests and epoch records the log files under the new name
+    (storage/log.py). `catalog.secrets` None: the secrets of the version it follows."""
     nxt = Catalog(version=catalog.version + 1, objects=dict(catalog.objects), functions=dict(catalog.functions),
                   secrets=None if catalog.secrets is None else dict(catalog.secrets))
     doc = {"version": nxt.version, "objects": [o.to_json() for o in nxt.objects.values()],
@@ -156,7 +168,8 @@ def commit(store: ObjectStore, catalog: Catalog, what: str, dropped: list[str] =
         doc.pop("secrets", None)
         if nxt.secrets:
             doc["secrets"] = list(nxt.secrets.values())
-        return {"catalog": doc, **({"drop": list(dropped)} if dropped else {})}
+        return {"catalog": doc, **({"drop": list(dropped)} if dropped else {}),
+                **({"rename": dict(renamed)} if renamed else {})}
 
     log_of(store).append(build, what)
     return nxt

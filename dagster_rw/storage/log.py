@@ -103,6 +103,8 @@ class LogState:
         for name in entry.get("drop", []):
             self.manifests.pop(name, None)
             self.unsealed.pop(name, None)
+        for old, new in entry.get("rename", {}).items():
+            self.rename(old, new)
         for table, keys in entry.get("stage", {}).items():
             self.unsealed.setdefault(table, []).extend(keys)
         if "barrier" in entry and not sealed_here:
@@ -129,6 +131,26 @@ class LogState:
             self.marks.append([position, entry.get("time", 0.0)])
             self.due, self.trash = self.trash, []
         self.position = position
+
+    def rename(self, old: str, new: str) -> None:
+        """Everything the log keeps under object name `old` goes under `new`: its manifest, its
+        unsealed batches, and its part of every epoch record (staged batches, source positions:
+        the fields keyed by object name). What a dropped object of the name `new` left in the
+        records is no one's: its staged batches go to the trash, the rest is forgotten."""
+        doc = self.manifests.pop(old, None)
+        if doc is not None:
+            self.manifests[new] = {**doc, "object": new}
+        if old in self.unsealed:
+            self.unsealed[new] = self.unsealed.pop(old)
+        for record in self.epochs.values():
+            for field_name, value in record.items():
+                if not isinstance(value, dict):
+                    continue
+                stale = value.pop(new, None)
+                if stale is not None and field_name == "batches":
+                    self.trash.extend(stale)
+                if old in value:
+                    value[new] = value.pop(old)
 
     def to_json(self) -> dict:
         return {"position": self.position, "catalog": self.catalog, "manifests": self.manifests,

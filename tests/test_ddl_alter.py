@@ -1,0 +1,159 @@
+"""ALTER ... RENAME TO: the object keeps its rows and epoch, what reads it keeps updating, the new
+name is what SHOW lists and what every definition says; what cannot be done is refused by name."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+from oracle import Oracle, assert_same
+
+import dagster_rw
+from dagster_rw.errors import IntegrityError, ProgrammingError
+
+TABLES = ["CREATE TABLE t1 (id INT PRIMARY KEY, k INT, v INT)", "CREATE TABLE t3 (k INT, x INT)"]
+# view -> query, over the oracle's fixed names t1 and t3
+VIEWS = {
+    "j": "SELECT t1.id, t1.v, t3.x FROM t1 JOIN t3 ON t1.k = t3.k",
+    "agg": "SELECT k, count(*) AS n, sum(v) AS s FROM t1 GROUP BY k",
+    "top": "SELECT k, max(s) AS m FROM agg GROUP BY k",  # a view over a view
+}
+
+operations = st.one_of(
+    st.tuples(st.just("t1"), st.lists(st.tuples(st.integers(0, 9), st.integers(0, 3), st.integers(-5, 5)),
+                                      min_size=1, max_size=4)),
+    st.tuples(st.just("t3"), st.lists(st.tuples(st.integers(0, 3), st.integers(0, 9)), min_size=1, max_size=3)),
+    st.tuples(st.just("delete"), st.integers(0, 9)),
+    st.tuples(st.just("rename"), st.sampled_from(["t1", "t3", "j", "agg", "top"])),
+    st.tuples(st.just("flush"), st.none()),
+)
+
+
+def _values(rows) -> str:
+    return ", ".join("(" + ", ".join(str(v) for v in r) + ")" for r in rows)
+
+
+def run_renames(path: str, ops, engine: str = "duckdb", spark=None) -> dict[str, str]:
+    """Apply `ops`, renaming objects as they come; after every FLUSH each view, read by its
+    current name, equals DuckDB's answer over the same rows. Returns the final names."""
+    conn = dagster_rw.connect(path, engine=engine, spark=spark)
+    oracle = Oracle()
+    names = {n: n for n in ["t1", "t3", *VIEWS]}
+    for ddl in TABLES:
+        conn.execute(ddl)
+        oracle.execute(ddl)
+    for view, query in VIEWS.items():
+        conn.execute(f"CREATE MATERIALIZED VIEW {view} AS {query}")
+        oracle.execute(f"CREATE VIEW {view} AS {query}")
+    kinds = {"t1": "TABLE", "t3": "TABLE"}
+
+    def check():
+        for view in VIEWS:
+            assert_same(conn.execute(f"SELECT * FROM {names[view]}").fetchall(),
+                        oracle.rows(f"SELECT * FROM {view}"), f"{view} (now {names[view]}, {engine})")
+        for table in ("t1", "t3"):
+            assert_same(conn.execute(f"SELECT * FROM {names[table]}").fetchall(),
+                        oracle.rows(f"SELECT * FROM {table}"), f"{table} (now {names[table]})")
+
+    for n, (what, arg) in enumerate(ops):
+        if what == "t1":
+            conn.execute(f"INSERT INTO {names['t1']} VALUES {_values(arg)}")
+            for row in arg:  # (a later row of the batch replaces an earlier one of its key)
+                oracle.upsert("t1", _values([row]))
+        elif what == "t3":
+            conn.execute(f"INSERT INTO {names['t3']} VALUES {_values(arg)}")
+            oracle.execute(f"INSERT INTO t3 VALUES {_values(arg)}")
+        elif what == "delete":
+            conn.execute(f"DELETE FROM {names['t1']} WHERE id = {arg}")
+            oracle.execute(f"DELETE FROM t1 WHERE id = {arg}")
+        elif what == "rename":
+            new = f"{arg}_r{n}"
+            conn.execute(f"ALTER {kinds.get(arg, 'MATERIALIZED VIEW')} {names[arg]} RENAME TO {new}")
+            names[arg] = new
+        else:
+            conn.execute("FLUSH")
+            check()
+    conn.execute("FLUSH")
+    check()
+    shown = {r[0] for r in conn.execute("SHOW TABLES").fetchall() + conn.execute("SHOW MATERIALIZED VIEWS").fetchall()}
+    assert shown == set(names.values())
+    conn.close()
+    return names
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck),
+          phases=[Phase.explicit, Phase.reuse, Phase.generate])
+@given(ops=st.lists(operations, min_size=4, max_size=14))
+def test_views_over_renamed_objects_keep_updating_and_match_duckdb(tmp_path_factory, ops):
+    run_renames(str(tmp_path_factory.mktemp("wh")), ops)
+
+
+SPARK_OPS = [("t1", [(1, 1, 5), (2, 2, 3)]), ("t3", [(1, 7), (2, 8)]), ("rename", "t1"), ("flush", None),
+             ("t1", [(1, 2, 4), (3, 1, 1)]), ("rename", "agg"), ("delete", 2), ("rename", "t3"),
+             ("t3", [(1, 9)]), ("flush", None)]
+
+
+def test_views_over_renamed_objects_keep_updating_on_spark(tmp_path, spark):
+    run_renames(str(tmp_path / "wh"), SPARK_OPS, engine="spark", spark=spark)
+
+
+def test_a_renamed_object_survives_reconnecting_and_its_old_name_is_free(warehouse):
+    names = run_renames(warehouse, [("t1", [(1, 1, 5)]), ("t3", [(1, 2)]), ("rename", "t1"), ("rename", "j")])
+    conn = dagster_rw.connect(warehouse)
+    conn.execute("INSERT INTO t1_r2 VALUES (4, 1, 6)")
+    conn.execute("CREATE TABLE t1 (id INT PRIMARY KEY, k INT, v INT)")  # the old name, a new object
+    conn.execute("INSERT INTO t1 VALUES (4, 1, 100)")
+    conn.execute("FLUSH")
+    assert sorted(conn.execute(f"SELECT id, v, x FROM {names['j']}").fetchall()) == [(1, 5, 2), (4, 6, 2)]
+    assert conn.execute("SELECT * FROM t1").fetchall() == [(4, 1, 100)]
+    new, renamed = conn.wh.get("t1"), conn.wh.get("t1_r2")
+    assert new.key_folder != renamed.key_folder  # the new object's files never meet the renamed one's
+    assert conn.wh.get(names["j"]).sql.startswith(f"CREATE MATERIALIZED VIEW {names['j']} AS SELECT t1_r2.id")
+    conn.execute(f"DROP MATERIALIZED VIEW {names['j']}")
+    conn.execute("DROP TABLE t1")
+    conn.execute("FLUSH")
+    assert conn.execute("SELECT k, n, s FROM agg").fetchall() == [(1, 2, 11)]
+    conn.close()
+
+
+def test_a_sink_into_a_renamed_table_keeps_writing_and_sinks_rename(conn):
+    conn.execute("CREATE TABLE orders (id INT PRIMARY KEY, qty INT)")
+    conn.execute("CREATE TABLE latest (id INT PRIMARY KEY, qty INT)")
+    conn.execute("CREATE SINK copy INTO latest AS SELECT id, qty FROM orders WHERE qty > 0")
+    conn.execute("INSERT INTO orders VALUES (1, 5), (2, 0)")
+    conn.execute("FLUSH")
+    conn.execute("ALTER TABLE latest RENAME TO newest")
+    conn.execute("ALTER TABLE orders RENAME TO purchases")
+    conn.execute("ALTER SINK copy RENAME TO mirror")
+    conn.execute("INSERT INTO purchases VALUES (3, 7)")
+    conn.execute("FLUSH")
+    conn.execute("FLUSH")  # (what the sink staged in the first is applied by the second, if not already)
+    assert sorted(conn.execute("SELECT * FROM newest").fetchall()) == [(1, 5), (3, 7)]
+    assert conn.execute("SHOW SINKS").fetchall() == [("mirror",)]
+    assert "INTO newest AS SELECT id, qty FROM purchases" in conn.wh.get("mirror").sql
+    with pytest.raises(IntegrityError, match="mirror"):
+        conn.execute("DROP TABLE newest")
+    conn.execute("DROP SINK mirror")
+    assert [o.name for o in conn.wh.catalog().objects.values()] == ["purchases", "newest"]
+
+
+def test_renames_that_cannot_be_done_are_refused_by_name(conn):
+    conn.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+    conn.execute("CREATE TABLE u (id INT)")
+    conn.execute("CREATE MATERIALIZED VIEW v AS SELECT w.id FROM (SELECT id FROM u) AS t JOIN t AS w ON w.id = t.id")
+    for sql, message in [
+        ("ALTER TABLE t RENAME TO u", 'relation "u" already exists'),
+        ("ALTER TABLE v RENAME TO x", '"v" is not a table; use ALTER MATERIALIZED VIEW'),
+        ("ALTER MATERIALIZED VIEW nope RENAME TO x", 'materialized view "nope" does not exist'),
+        ("ALTER TABLE t RENAME TO x", 'the definition of "v" reads it, and it also uses the name \'t\''),
+        ("ALTER TABLE t OWNER TO bob", "not supported: ALTER TABLE ... OWNER TO"),
+        ("ALTER VIEW v RENAME TO x", "not supported: ALTER VIEW"),
+    ]:
+        with pytest.raises(ProgrammingError, match=message.replace("(", r"\(").replace(".", r"\.")):
+            conn.execute(sql)
+    assert {o.name for o in conn.wh.catalog().objects.values()} == {"t", "u", "v"}
+    conn.execute('ALTER TABLE u RENAME TO "Mixed Case"')
+    assert conn.wh.get("v").sql.endswith('FROM (SELECT id FROM "Mixed Case") AS t JOIN t AS w ON w.id = t.id')
+    conn.execute("""INSERT INTO "Mixed Case" VALUES (1), (2)""")
+    conn.execute("INSERT INTO t VALUES (2, 0)")
+    conn.execute("FLUSH")
+    assert conn.execute("SELECT * FROM v").fetchall() == [(2,)]
