@@ -10,6 +10,7 @@ from ..operators.outer_join import OuterJoinOp
 from ..operators.over_window import OverWindowOp
 from ..operators.project_set import ProjectSetOp
 from ..operators.scan import ScanOp
+from ..operators.temporal_filter import TemporalFilterOp
 from ..operators.top_n import TopNOp
 from ..operators.union import UnionAllOp
 from ..operators.values import ValuesOp
@@ -25,6 +26,7 @@ from ..sql.plan import (
     OverWindow,
     ProjectSet,
     Scan,
+    TemporalFilter,
     TopN,
     UnionAll,
     Values,
@@ -52,6 +54,8 @@ def operator_for(node: Node, ctx):
         return WindowCloseAggregateOp(node, ctx)
     if isinstance(node, WindowCloseFilter):
         return WindowCloseFilterOp(node, ctx)
+    if isinstance(node, TemporalFilter):
+        return TemporalFilterOp(node, ctx)
     if isinstance(node, Aggregate):
         return AggregateOp(node, ctx)
     if isinstance(node, UnionAll):
@@ -76,10 +80,11 @@ def run(root: Node, ctx):
     return deltas[root.id]
 
 
-def reads_watermarks(root: Node) -> bool:
+def changes_without_input(root: Node) -> bool:
     """Whether a plan's output can change without new input rows: EMIT ON WINDOW CLOSE operators
-    emit when a source's watermark passes a window's end."""
-    return any(isinstance(n, (WindowCloseAggregate, WindowCloseFilter)) for n in root.walk())
+    emit when a source's watermark passes a window's end, temporal filters as time passes (so such
+    a view steps at every epoch, even one that brought its inputs nothing)."""
+    return any(isinstance(n, (WindowCloseAggregate, WindowCloseFilter, TemporalFilter)) for n in root.walk())
 
 
 def feeding_aggregates(root: Node) -> set[int]:

@@ -36,6 +36,16 @@ def load_epoch(store: ObjectStore, epoch: int) -> dict:
         raise FileNotFoundError(f"the record of epoch {epoch}") from None
 
 
+def barrier_time(store: ObjectStore, epoch: int) -> float | None:
+    """The time the barrier of `epoch` recorded (seconds since 1970). Once its record is gone
+    (every table applied the epoch and its batches were collected), the time of the oldest epoch
+    the log still records after it: a view lagging that far sees a later time, never an earlier
+    one. None when the log records no epoch from `epoch` on (epoch 0, before any barrier)."""
+    records = log_of(store).current().epochs
+    later = [e for e in records if e >= epoch]
+    return records[min(later)].get("time") if later else None
+
+
 def staging_key(folder: str) -> str:
     """A new staged batch's key, under the table's folder (CatalogObject.key_folder)."""
     return f"{STAGING}/{folder}/{time.time_ns():020d}-{uuid.uuid4().hex[:12]}.parquet"

@@ -5,6 +5,7 @@ that wants others is opened with them. A name that is not an option is refused, 
 from __future__ import annotations
 
 import dataclasses
+from typing import Callable
 
 from ..errors import ProgrammingError
 
@@ -44,6 +45,12 @@ class Options:
     source_split_records: int = 100_000  # records per Spark task (split) of a source step
     source_split_bytes: int = 32 << 20  # bytes of a file per piece (Spark task) of a file source step
     source_spark_threshold_bytes: int = 256 << 20  # with 'auto', file source steps reading more use Spark tasks
+
+    # -- time ------------------------------------------------------------------------------------
+    # the time a barrier records (seconds since 1970), which is now() in the views that step to its
+    # epoch (temporal filters): time.time by default; a function returning the time instead (a
+    # replay of recorded data at its own times, a test that moves time by hand)
+    clock: Callable[[], float] | None = dataclasses.field(default=None, repr=False)
 
     # -- sinks -------------------------------------------------------------------------------------
     sink_retry_attempts: int = 5  # attempts per batch in one refresh of a sink (WITH retry.* overrides)

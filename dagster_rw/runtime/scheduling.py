@@ -88,7 +88,7 @@ class Scheduling:
         if not synced:
             self.sync()
         # the barrier is held here and written with the round's commit: one log entry per FLUSH
-        self._sealed = epochs.seal(self.store, extra=ingest.barrier_offsets(self))
+        self._sealed = epochs.seal(self.store, extra=self.barrier_extra())
 
         def attempt():
             self.refresh_all()
@@ -98,7 +98,7 @@ class Scheduling:
             self.flush_retries += 1
             self.sync()
             if epochs.sealed_lost(self.store, self._sealed):  # another barrier sealed epochs first: seal anew
-                self._sealed = epochs.seal(self.store, extra=ingest.barrier_offsets(self))
+                self._sealed = epochs.seal(self.store, extra=self.barrier_extra())
 
         try:
             return self._retry_conflicts(attempt, again)

@@ -109,7 +109,21 @@ class Staging:
             + f") UNION ALL SELECT {cols} FROM rw_delta WHERE _w > 0", rw_cur=current, rw_delta=delta))
 
     def barrier(self) -> int:
-        return epochs.barrier(self.store, extra=ingest.barrier_offsets(self))
+        return epochs.barrier(self.store, extra=self.barrier_extra())
+
+    def barrier_extra(self):
+        """What this warehouse's barriers record besides their batches (epochs.barrier's `extra`):
+        the sources' positions, and the time from the `clock` option when one is given."""
+        positions = ingest.barrier_offsets(self)
+        clock = self.options["clock"]
+        if clock is None:
+            return positions
+
+        def extra(newest: int) -> dict:
+            more = positions(newest) if callable(positions) else positions
+            return {**(more or {}), "time": float(clock())}
+
+        return extra
 
     def pending_inputs(self) -> dict[str, int]:
         """Inputs with something a barrier would seal, and how much: staged DML batches per table.

@@ -134,6 +134,20 @@ class StepContext:
         """The watermark of `source` as of `epoch` (microseconds since 1970; None: no event yet)."""
         return watermark_at(self.wh.manifest(source), epoch)
 
+    def barrier_time(self, epoch: int) -> int:
+        """now() as of `epoch` (temporal filters): the time its barrier recorded, in microseconds
+        since 1970; before any barrier (epoch 0), the clock's time now."""
+        seconds = epochs.barrier_time(self.wh.store, epoch)
+        if seconds is None:
+            clock = self.wh.options["clock"]
+            seconds = clock() if clock is not None else time.time()
+        return round(seconds * 1_000_000)
+
+    def evaluate(self, query: str) -> pa.Table:
+        """A query over no relation (constants: a temporal filter's bounds), answered in-process
+        whatever engine the step runs on."""
+        return self.wh.engine.to_arrow(self.wh.engine.sql(query))
+
     def lookup_committed(self, name: str, keys, on: list[str]):
         """Rows of object `name`'s committed state whose columns `on` (a prefix of its stream key,
         by column name) equal those of a row of `keys`: for temporal joins."""
@@ -234,7 +248,7 @@ def refresh_view(wh: StepWarehouse, obj: CatalogObject, plan) -> int:
         start = m.epoch
         if target <= m.epoch:
             return m.epoch
-        if not dataflow.reads_watermarks(plan) and not any(
+        if not dataflow.changes_without_input(plan) and not any(
                 _changes_between(wh.manifest(i, provisional=True), m.epoch, target) for i in obj.inputs):
             return _advance_idle(wh, obj, m, target, time.perf_counter())
     t0 = time.perf_counter()
@@ -594,10 +608,11 @@ def _changes_between(m: Manifest, start: int, target: int) -> bool:
 
 def _advance_idle(wh: StepWarehouse, obj: CatalogObject, m: Manifest, target: int, t0: float) -> int:
     """An object whose inputs brought nothing new up to `target` (a table without staged DML, a view
-    whose inputs wrote no change files and that reads no watermark) moves to `target` without a
-    step: no operator runs and no file is written; its manifest's new epoch joins the commit, and
-    change files every consumer has read are let go, as a step would. Its stats are an empty
-    step's, on the engine an empty step gets (in-process unless the connection forces Spark)."""
+    whose inputs wrote no change files and that reads neither a watermark nor the time) moves to
+    `target` without a step: no operator runs and no file is written; its manifest's new epoch
+    joins the commit, and change files every consumer has read are let go, as a step would. Its
+    stats are an empty step's, on the engine an empty step gets (in-process unless the connection
+    forces Spark)."""
     return _finish_commit(wh, obj, m, 0, wh.step_engine(0), {}, {}, {"ins": 0, "del": 0}, m.epoch, target, t0)
 
 

@@ -6,14 +6,16 @@ windows and outer joins may retract what they emitted before.
 """
 from __future__ import annotations
 
-from .plan import Join, Map, Node, Scan, UnionAll
+from .plan import Join, Map, Node, Scan, TemporalFilter, UnionAll
 
 
 def is_append_only(node: Node, resolve_object, plan_of) -> bool:
     """`resolve_object(name)` gives a catalog object; `plan_of(obj)` the plan of a materialized view."""
     if isinstance(node, Scan):
         return source_is_append_only(node.source, resolve_object, plan_of)
-    if isinstance(node, (Map, UnionAll)) or (isinstance(node, Join) and node.kind == "inner"):
+    if isinstance(node, (Map, UnionAll)) or (isinstance(node, Join) and node.kind == "inner") or (
+            isinstance(node, TemporalFilter) and not any(b.is_lower for b in node.bounds)):
+        # (a temporal filter with upper bounds alone only lets rows in, later)
         return all(is_append_only(c, resolve_object, plan_of) for c in node.children)
     return False
 

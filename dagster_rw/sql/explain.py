@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from .plan import ORDERED_AGGS, Aggregate, agg_text, DynamicFilter, Join, LookupJoin, Map, Node, OverWindow, ProjectSet, Scan, TopN, UnionAll, Values, WindowCloseAggregate, WindowCloseFilter, cname
+from .plan import NOW, ORDERED_AGGS, Aggregate, agg_text, DynamicFilter, Join, LookupJoin, Map, Node, OverWindow, ProjectSet, Scan, TemporalFilter, TopN, UnionAll, Values, WindowCloseAggregate, WindowCloseFilter, cname
 
 
 def _named(e: exp.Expression, columns) -> str:
@@ -16,6 +16,12 @@ def _named(e: exp.Expression, columns) -> str:
         return n
 
     return e.copy().transform(rename).sql(dialect="postgres")
+
+
+def _with_now(bound: exp.Expression) -> str:
+    """A temporal filter's bound as written: its now() shown as now()."""
+    return bound.transform(lambda n: exp.Anonymous(this="now") if isinstance(n, exp.Column) and n.name == NOW
+                           else n).sql(dialect="postgres")
 
 
 def _names(node: Node, idx: list[int]) -> str:
@@ -77,6 +83,14 @@ def _describe(node: Node) -> tuple[str, str]:
     if isinstance(node, WindowCloseFilter):
         return (f"StreamEowcSort {{ event time: {node.child.columns[node.column].name}, watermark of: {node.source} }}",
                 "the rows the watermark has not passed yet, by event time (dropped when emitted)")
+    if isinstance(node, TemporalFilter):
+        col = _column_text(node.child, node.column)
+        cond = " AND ".join(f"{col} {b.op} {_with_now(b.bound)}" for b in node.bounds)
+        lower = any(b.is_lower for b in node.bounds)
+        return (f"StreamTemporalFilter {{ condition: {cond}, now: the barrier time of each epoch }}",
+                f"input rows by [{col}] + stream key, "
+                + ("until a lower bound expires them" if lower else "until they pass every bound")
+                + "; now() of the last step")
     if isinstance(node, Aggregate):
         group = _names(node.child, node.group)
         aggs = ", ".join(agg_text(node.child, a) for a in node.aggs)

@@ -227,6 +227,41 @@ class WindowCloseFilter(Node):
         return [self.child]
 
 
+@dataclass
+class TimeBound:
+    """One comparison of a temporal filter: the compared column `op` (>, >=, <, <=) `bound`, an
+    expression of now() (written as the column `rw_now`) that never decreases as now() grows
+    (now() plus or minus a constant interval)."""
+
+    op: str
+    bound: exp.Expression
+
+    @property
+    def is_lower(self) -> bool:
+        """A lower bound (>, >=): as now() grows, rows leave and never come back."""
+        return self.op in (">", ">=")
+
+
+NOW = "rw_now"  # how a TimeBound's expression names now()
+
+
+@dataclass(eq=False)
+class TemporalFilter(Node):
+    """RisingWave's temporal filter (`WHERE ts > now() - INTERVAL '1 hour'`): the rows of `child`
+    whose column `column` (a TIMESTAMP or TIMESTAMPTZ) compares with every one of `bounds` as of
+    now(), which in a view is the barrier time of the epoch a step reaches, never decreasing from
+    one step to the next. Lower bounds let rows leave as time passes, upper bounds (<, <=) let
+    them enter. Output and stream key: the child's."""
+
+    child: Node | None = None
+    column: int = 0
+    bounds: list[TimeBound] = field(default_factory=list)
+
+    @property
+    def children(self):
+        return [self.child]
+
+
 @dataclass(eq=False)
 class UnionAll(Node):
     """Bag union; output = the visible columns, a branch number, then each branch's key columns."""

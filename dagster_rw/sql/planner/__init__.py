@@ -15,6 +15,7 @@ Queries.plan_query). Planner is made of one class per concern, each in a module 
 - aggregates, bit_aggregates, window_functions, order_limit, set_returning: GROUP BY and DISTINCT,
   bit_and / bit_or / bit_xor as counts per bit, OVER, ORDER BY with LIMIT, unnest and generate_series
 - window_close: EMIT ON WINDOW CLOSE
+- temporal_filters: WHERE conjuncts comparing a time with now() (rows enter and leave as time passes)
 """
 from __future__ import annotations
 
@@ -30,13 +31,14 @@ from .order_limit import OrderLimit
 from .queries import Queries
 from .set_returning import SetReturning
 from .subqueries import Subqueries
+from .temporal_filters import TemporalFilters
 from .time_windows import TimeWindows
 from .window_close import WindowClose
 from .window_functions import WindowFunctions
 
 
 class Planner(Queries, FromItems, Joins, TimeWindows, Subqueries, Laterals, Aggregates, BitAggregates,
-              WindowFunctions, OrderLimit, SetReturning, WindowClose, Binding):
+              WindowFunctions, OrderLimit, SetReturning, WindowClose, TemporalFilters, Binding):
     """Plans one query against a catalog. `resolve_object(name)` returns a CatalogObject or None."""
 
     def __init__(self, resolve_object, sql: str, obj_name: str | None = None, engine: DuckEngine | None = None):

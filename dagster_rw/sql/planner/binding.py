@@ -23,6 +23,24 @@ def _ancestors(node: exp.Expression):
         yield node
 
 
+def _temporal_place(fn: exp.Expression, comparison: exp.Expression) -> str:
+    """Where, or in what shape, a time function compared with a column stands (for the refusal)."""
+    if not isinstance(fn, exp.CurrentTimestamp) and fn.name.lower() == "proctime":
+        return "(proctime() is the time a row is processed, not a barrier's: use now())"
+    for a in _ancestors(fn):
+        if isinstance(a, exp.Or):
+            return "under OR"
+        if isinstance(a, exp.Join):
+            return "in a join condition"
+        if isinstance(a, exp.Having):
+            return "in HAVING"
+        if isinstance(a, (exp.Select, exp.Where)):
+            break
+    if isinstance(comparison, (exp.EQ, exp.NEQ)):
+        return f"by {'=' if isinstance(comparison, exp.EQ) else '<>'}"
+    return "on a side that is not now() plus or minus a constant"
+
+
 def refuse_aggregates(planner: Context, e: exp.Expression, where: str) -> None:
     for n in e.walk():
         if type(n) in AGG_FUNCS:
@@ -71,16 +89,18 @@ class Binding:
             self.refuse_non_deterministic(fn, f"{written}()" if written else fn.sql(dialect="postgres"))
 
     def refuse_non_deterministic(self, fn: exp.Expression, shown: str):
-        """Refuse a call whose value a delta cannot follow. The time functions compared with a
-        column are RisingWave's temporal filters (rows that enter and leave a view as time passes):
-        named as such, with what to do instead."""
+        """Refuse a call whose value a delta cannot follow. A time function compared with a column
+        is a temporal filter in a shape the planner does not maintain (sql.planner.temporal_filters
+        takes the others out of WHERE before binding): named as such, with the shape and what to
+        do instead."""
         is_time = isinstance(fn, exp.CurrentTimestamp) or fn.name.lower() in ("now", "proctime", "current_timestamp")
         comparison = next((a for a in _ancestors(fn) if isinstance(a, (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT,
                                                                         exp.LTE, exp.Between))), None)
         if is_time and comparison is not None and comparison.find(exp.Column) is not None:
-            raise self.refuse(f"temporal filters ({shown} compared with a column: rows would have to leave the view "
-                              "as time passes, and a view changes only with its inputs); compare with a constant "
-                              f"time, or filter by {shown} in a SELECT over the view", fn)
+            raise self.refuse(f"temporal filters ({shown} compared with a column {_temporal_place(fn, comparison)}); "
+                              "a view maintains them as conjuncts of its WHERE comparing a date or timestamp "
+                              "expression with now() plus or minus a constant interval (<, <=, >, >=, BETWEEN); "
+                              f"or filter by {shown} in a SELECT over the view", fn)
         if is_time:
             raise self.refuse(f"{shown} in a view (its value would be the time each row was computed, never "
                               "updated); select it in a query over the view", fn)

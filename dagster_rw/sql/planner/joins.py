@@ -14,6 +14,7 @@ from ..plan import (
     Node,
     ProjectSet,
     Scan,
+    TemporalFilter,
     UnionAll,
     WindowCloseAggregate,
     WindowCloseFilter,
@@ -137,7 +138,9 @@ class Joins:
             return self.append_only(node.left)
         if isinstance(node, (WindowCloseAggregate, WindowCloseFilter)):  # emits once, never retracts
             return True
-        if isinstance(node, (Map, UnionAll, ProjectSet)):
+        if isinstance(node, (Map, UnionAll, ProjectSet)) or (
+                isinstance(node, TemporalFilter) and not any(b.is_lower for b in node.bounds)):
+            # (a temporal filter with upper bounds alone only lets rows in, later)
             return all(self.append_only(c) for c in node.children)
         return False
 

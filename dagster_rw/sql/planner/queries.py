@@ -171,6 +171,8 @@ class Queries:
             if q.args.get(key):
                 raise self.refuse(key.upper(), q.args[key])
         conjuncts = list(and_terms(q.args["where"].this)) if q.args.get("where") else []
+        # temporal filters apply to the rows of FROM and WHERE: never pushed into a join
+        temporal, conjuncts = self.split_temporal(conjuncts) if q.args.get("from_") else ([], conjuncts)
         if q.args.get("from_"):
             q, conjuncts, lateral = self.lateral_joins(q, conjuncts)
             q, conjuncts, late = self.scalar_subqueries(q, conjuncts)
@@ -189,6 +191,8 @@ class Queries:
             refuse_aggregates(self, cond, "WHERE")
             node = self.map(node, [exp.column(cname(i)) for i in range(len(node.columns))], cond,
                             [c.name for c in node.columns], keep_hidden=[c.hidden for c in node.columns])
+        if temporal:
+            node = self.temporal_filter(node, scope, temporal)
         select_items = self.expand_star(q.expressions, scope)
         q, select_items = self.expand_bit_aggregates(q, node, scope, select_items)
         windows = self.window_calls(select_items)
