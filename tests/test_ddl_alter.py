@@ -157,3 +157,32 @@ def test_renames_that_cannot_be_done_are_refused_by_name(conn):
     conn.execute("INSERT INTO t VALUES (2, 0)")
     conn.execute("FLUSH")
     assert conn.execute("SELECT * FROM v").fetchall() == [(2,)]
+
+
+def test_a_project_declaring_the_new_names_finds_the_renamed_objects(tmp_path, warehouse):
+    """The Dagster asset key is the object's name: once the SQL files say the new names (the
+    definitions as the warehouse rewrote them), deploying creates nothing and the assets are the
+    renamed objects, rows and all."""
+    from dagster_rw.dagster import DagsterRwTranslator, RwProject
+    from dagster_rw.dagster.deploy import deploy
+
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "shop.sql").write_text("CREATE TABLE orders (id INT PRIMARY KEY, qty INT);\n"
+                                     "CREATE MATERIALIZED VIEW total AS SELECT sum(qty) AS n FROM orders;\n")
+    conn = dagster_rw.connect(warehouse)
+    assert deploy(conn, RwProject(folder, plan_cache=None)) == ["orders", "total"]
+    conn.execute("INSERT INTO orders VALUES (1, 2), (2, 3)")
+    conn.execute("FLUSH")
+    conn.execute("ALTER TABLE orders RENAME TO purchases")
+    conn.execute("ALTER MATERIALIZED VIEW total RENAME TO purchased")
+    (folder / "shop.sql").write_text(f"{conn.wh.get('purchases').sql};\n{conn.wh.get('purchased').sql};\n")
+    project = RwProject(folder, plan_cache=None)
+    assert deploy(conn, project) == []
+    keys = {DagsterRwTranslator().get_asset_key(project.get(n)).to_user_string() for n in project.objects}
+    assert keys == {"purchases", "purchased"}
+    assert conn.wh.get("purchased").sql == "CREATE MATERIALIZED VIEW purchased AS SELECT sum(qty) AS n FROM purchases"
+    conn.execute("INSERT INTO purchases VALUES (3, 4)")
+    conn.execute("FLUSH")
+    assert conn.execute("SELECT n FROM purchased").fetchall() == [(9,)]
+    conn.close()
