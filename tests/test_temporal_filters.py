@@ -29,6 +29,8 @@ VIEWS = {
     "per_v": "SELECT v, count(*) AS n FROM events WHERE ts > now() - INTERVAL '1 day' GROUP BY v",
     "two_columns": "SELECT id, v FROM events WHERE now() + INTERVAL '2 hours' > tz AND ts >= now() - INTERVAL '2 days'",
     "by_day": "SELECT id FROM events WHERE ts > date_trunc('day', now()) - INTERVAL '1 month' + INTERVAL '29 days'",
+    "joined": "SELECT e.id, f.ts AS fts FROM events e JOIN events f ON e.v = f.id "
+              "WHERE e.ts > now() - INTERVAL '1 day' AND f.ts < now()",
 }
 LATE = "late"  # created after the first flush, from the rows and the time of then
 LATE_VIEW = "SELECT id, v FROM events WHERE ts > now() - INTERVAL '3 hours' AND ts < now() + INTERVAL '3 hours'"
