@@ -176,6 +176,22 @@ def test_upper_bounds_alone_keep_only_the_rows_still_to_enter(tmp_path):
         assert _state_rows(conn, "due", "rows") == 2
 
 
+def test_a_view_lagging_several_epochs_catches_up_to_its_target_epochs_time(tmp_path):
+    clock = [START.timestamp()]
+    with dagster_rw.connect(str(tmp_path / "wh"), engine="duckdb", clock=lambda: clock[0]) as conn:
+        conn.execute(SCHEMA)
+        conn.execute("CREATE MATERIALIZED VIEW sliding AS SELECT id FROM events "
+                     "WHERE ts > now() - INTERVAL '1 hour' AND ts <= now()")
+        for minute in (0, 30, 60):  # three epochs, the view left behind: at each a row 10 minutes ahead
+            conn.execute(f"INSERT INTO events VALUES ({minute}, {_ts(minute + 10)}, 1)")
+            clock[0] = (START + datetime.timedelta(minutes=minute)).timestamp()
+            conn.barrier()
+            conn.refresh("events")
+        assert {s["name"]: s for s in conn.status()}["sliding"]["lag_epochs"] == 3
+        conn.refresh("sliding")  # one step, at the newest epoch's time (minute 60): the rows at 10 and 40
+        assert sorted(conn.execute("SELECT id FROM sliding").fetchall()) == [(0,), (30,)]
+
+
 def test_now_never_moves_back_when_the_clock_does(tmp_path):
     clock = [START.timestamp()]
     with dagster_rw.connect(str(tmp_path / "wh"), engine="duckdb", clock=lambda: clock[0]) as conn:
