@@ -19,6 +19,7 @@ from .sql import statements as st
 from .sql.dialect import Statement
 from .sql.secret_statements import CreateSecret
 from .sql.sink_statements import CreateSink
+from .sql.alter_columns import AlterColumns
 from .sql.on_conflict import NOTHING, ON_CONFLICT
 from .sql.renames import Rename
 from .sql.function_catalog import check_statement
@@ -466,6 +467,9 @@ class Cursor:
         kind = {"table": TABLE, "source": SOURCE, "sink": SINK}.get(s.kind, MATERIALIZED_VIEW)
         self.conn.wh.rename(kind, s.name, s.new_name)
 
+    def _do_altercolumns(self, s: AlterColumns):
+        self.conn.wh.alter_columns(s)
+
     def _do_flush(self, s: st.Flush):
         self.conn._check()
         self.conn.wh.flush(synced=True)  # (execute read the log a moment ago)
@@ -656,6 +660,7 @@ HANDLERS: dict[type[Statement], Callable[[Cursor, Statement], None]] = {
     st.CreateFunction: Cursor._do_createfunction,
     st.Drop: Cursor._do_drop,
     Rename: Cursor._do_rename,
+    AlterColumns: Cursor._do_altercolumns,
     st.Flush: Cursor._do_flush,
     st.SetVar: Cursor._do_setvar,
     st.Show: Cursor._do_show,

@@ -186,3 +186,83 @@ def test_a_project_declaring_the_new_names_finds_the_renamed_objects(tmp_path, w
     conn.execute("FLUSH")
     assert conn.execute("SELECT n FROM purchased").fetchall() == [(9,)]
     conn.close()
+
+
+column_ops = st.one_of(
+    st.tuples(st.just("insert"), st.lists(st.tuples(st.integers(0, 6), st.integers(0, 9)), min_size=1, max_size=4)),
+    st.tuples(st.just("delete"), st.integers(0, 6)),
+    st.tuples(st.just("update"), st.tuples(st.integers(0, 6), st.integers(0, 9))),
+    st.tuples(st.just("add"), st.sampled_from(["INT", "VARCHAR", "DOUBLE PRECISION"])),
+    st.tuples(st.just("drop"), st.integers(0, 5)),
+    st.tuples(st.just("flush"), st.none()),
+)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck),
+          phases=[Phase.explicit, Phase.reuse, Phase.generate])
+@given(ops=st.lists(column_ops, min_size=3, max_size=12), keyed=st.booleans())
+def test_added_and_dropped_columns_match_duckdb(tmp_path_factory, ops, keyed):
+    run_columns(str(tmp_path_factory.mktemp("wh")), ops, keyed)
+
+
+def test_added_and_dropped_columns_match_duckdb_on_spark(tmp_path, spark):
+    ops = [("insert", [(1, 1), (2, 2)]), ("flush", None), ("add", "INT"), ("insert", [(3, 3), (1, 4)]),
+           ("drop", 0), ("update", (2, 5)), ("add", "VARCHAR"), ("insert", [(4, 6)]), ("flush", None)]
+    run_columns(str(tmp_path / "wh"), ops, True, engine="spark", spark=spark)
+
+
+def run_columns(path: str, ops, keyed: bool, engine: str = "duckdb", spark=None) -> None:
+    """ADD COLUMN (NULL in the rows there) and DROP COLUMN of a table nothing reads, between DML of
+    one epoch and across epochs; the table, and a view created over it afterwards, equal DuckDB's."""
+    conn = dagster_rw.connect(path, engine=engine, spark=spark)
+    oracle = Oracle()
+    ddl = f"CREATE TABLE t (id INT{' PRIMARY KEY' if keyed else ''}, a INT)"
+    conn.execute(ddl)
+    oracle.execute(ddl)
+    columns = ["id", "a"]  # (an added column holds its position number, cast to its type)
+
+    def check():
+        assert_same(conn.execute("SELECT * FROM t").fetchall(), oracle.rows("SELECT * FROM t"), f"t {columns}")
+
+    for n, (what, arg) in enumerate(ops):
+        if what == "insert":
+            for key, value in arg:
+                names = ", ".join(columns)
+                values = ", ".join(str(key) if c == "id" else f"CAST({value} AS {'VARCHAR' if c.startswith('s') else 'INT'})"
+                                   if c != "a" else str(value) for c in columns)
+                conn.execute(f"INSERT INTO t ({names}) VALUES ({values})")
+                if keyed:
+                    oracle.db.execute(f"INSERT OR REPLACE INTO t ({names}) VALUES ({values})")
+                else:
+                    oracle.execute(f"INSERT INTO t ({names}) VALUES ({values})")
+        elif what == "delete":
+            conn.execute(f"DELETE FROM t WHERE id = {arg}")
+            oracle.execute(f"DELETE FROM t WHERE id = {arg}")
+        elif what == "update" and "a" in columns:
+            conn.execute(f"UPDATE t SET a = {arg[1]} WHERE id = {arg[0]}")
+            oracle.execute(f"UPDATE t SET a = {arg[1]} WHERE id = {arg[0]}")
+        elif what == "add":
+            name = f"{'s' if arg == 'VARCHAR' else 'c'}{n}"
+            conn.execute(f"ALTER TABLE t ADD COLUMN {name} {arg}")
+            oracle.execute(f"ALTER TABLE t ADD COLUMN {name} {arg}")
+            columns.append(name)
+        elif what == "drop" and len(columns) > 2:
+            name = columns[1 + arg % (len(columns) - 1)]
+            conn.execute(f"ALTER TABLE t DROP COLUMN {name}")
+            oracle.execute(f"ALTER TABLE t DROP COLUMN {name}")
+            columns.remove(name)
+        elif what == "flush":
+            conn.execute("FLUSH")
+            check()
+    conn.execute("FLUSH")
+    check()
+    conn.execute("CREATE MATERIALIZED VIEW v AS SELECT * FROM t WHERE id > 1")
+    conn.execute("INSERT INTO t (id) VALUES (5)")
+    if keyed:  # the new row replaces the old one whole (its other columns NULL)
+        oracle.execute("DELETE FROM t WHERE id = 5")
+    oracle.execute("INSERT INTO t (id) VALUES (5)")
+    conn.execute("FLUSH")
+    assert_same(conn.execute("SELECT * FROM v").fetchall(), oracle.rows("SELECT * FROM t WHERE id > 1"), "v")
+    with pytest.raises(ProgrammingError, match=r"ALTER TABLE t ADD COLUMN on 't', which other objects read \(v\)"):
+        conn.execute("ALTER TABLE t ADD COLUMN late INT")
+    conn.close()

@@ -1,5 +1,5 @@
-"""CREATE and DROP of tables, sources, materialized views and sinks: each commits its manifest
-first and the catalog last, so a statement that fails leaves nothing the catalog lists (a view
+"""CREATE, DROP and ALTER (RENAME TO; a table's ADD / DROP COLUMN) of tables, sources, materialized
+views and sinks: each CREATE commits its manifest first and the catalog last, so a statement that fails leaves nothing the catalog lists (a view
 whose backfill fails is taken back), and a new object starts from a folder with no leftovers.
 
 Part of runtime.warehouse.Warehouse (a mixin): sinks are created and dropped by the SinkService
@@ -10,15 +10,22 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-from ..errors import IntegrityError, OperationalError, ProgrammingError
+import numpy as np
+import pyarrow as pa
+
+from .. import types as sqltypes
+from ..errors import IntegrityError, OperationalError, ProgrammingError, unsupported
 from ..sql.planner import Planner
+from ..sql.alter_columns import with_column_added, with_column_dropped
 from ..sql.renames import renamed_definition, renamed_references
 from ..sql.statements import view_emits_on_window_close, view_query
 from ..storage import catalog as catalogs
 from ..storage import manifest as manifests
 from ..storage.catalog import MATERIALIZED_VIEW, SOURCE, TABLE, CatalogObject, Column
 from ..storage.manifest import Manifest
-from . import epochs, ingest
+from ..storage.parquet_io import EPOCH
+from ..storage.state_table import DELETED, write_sst
+from . import epochs, ingest, step
 from .interfaces import SinkService
 from .staging import ROW_ID
 
@@ -261,6 +268,76 @@ class Definitions:
             if not same:
                 raise ProgrammingError(f'cannot rename "{name}" to "{new_name}": the definition of "{o.name}" '
                                        "plans differently with the new name")
+
+    def alter_columns(self, statement) -> None:
+        """ALTER TABLE ... ADD COLUMN (NULL in every row) / DROP COLUMN, of a table nothing reads:
+        the table is brought to the newest epoch (its staged rows applied), then its rows are
+        written again with the new columns, and the new definition and that state commit in one
+        log entry (its change files, in the old columns and read by no one, go with it)."""
+        s = statement
+        cat = self.catalog(reload=True)
+        obj = cat.get(s.table)
+        if obj is None:
+            raise ProgrammingError(f'table "{s.table}" does not exist')
+        what = f"ALTER TABLE {s.table} {'ADD' if s.add else 'DROP'} COLUMN"
+        if obj.kind != TABLE:
+            raise ProgrammingError(f'"{s.table}" is not a table; {what} changes tables only')
+        if ingest.is_connector(obj) or obj.options.get("as_query"):
+            raise unsupported(f"{what} on a table fed by a connector or created AS SELECT")
+        users = [c.name for c in cat.consumers(s.table)]
+        users += [o.name for o in cat.objects.values() if o.options.get("into") == s.table]
+        if users:
+            raise unsupported(f"{what} on {s.table!r}, which other objects read ({', '.join(users)}): "
+                              "drop them first, or create a new table")
+        names = [c.name for c in obj.columns]
+        if s.add is not None:
+            if s.add.name in names:
+                raise ProgrammingError(f'column "{s.add.name}" of relation "{s.table}" already exists')
+            columns = list(obj.columns) + [s.add]
+            sql = with_column_added(obj.sql, s.add_sql)
+        else:
+            if s.drop not in names or obj.columns[names.index(s.drop)].hidden:
+                if s.if_exists:
+                    return
+                raise ProgrammingError(f'column "{s.drop}" of relation "{s.table}" does not exist')
+            keeps = {"primary key": obj.pk, "version column": [obj.options.get("version_column")],
+                     "watermark": [obj.options.get("watermark_column")]}
+            for role, used in keeps.items():
+                if s.drop in used:
+                    raise ProgrammingError(f'{what}: "{s.drop}" is the {role} of {s.table!r}')
+            if len(obj.visible_columns) == 1:
+                raise ProgrammingError(f"{what}: {s.table!r} would have no column left")
+            columns = [c for c in obj.columns if c.name != s.drop]
+            sql = with_column_dropped(obj.sql, s.drop)
+        if s.table in epochs.unsealed_counts(self.store):
+            self.barrier()
+        self.refresh(s.table)
+        self.settle([s.table])
+        cat = self.catalog(reload=True)
+        altered = dataclasses.replace(cat.get(s.table), columns=columns, sql=sql)
+        m = self.manifest(s.table)
+        rows = self.engine.to_arrow(self.snapshot(s.table))
+        rows = rows.select([c.name for c in columns if c.name in names])
+        if s.add is not None:
+            rows = rows.append_column(s.add.name, pa.nulls(rows.num_rows, sqltypes.arrow_type(s.add.type)))
+        rows = rows.cast(step.object_schema(altered))
+        files = []
+        if rows.num_rows:
+            rows = rows.append_column(EPOCH, pa.array(np.full(rows.num_rows, m.epoch, np.int64))) \
+                .append_column(DELETED, pa.array(np.zeros(rows.num_rows, bool)))
+            files = [write_sst(self.store, self.engine, rows, f"objects/{altered.key_folder}/state/{step.OUTPUT}",
+                               list(altered.stream_key), 0, m.epoch)]
+        old_files = [f.key for fs in m.state.values() for f in fs] + [f.key for f in m.changelog]
+        grace = self.options["gc_grace_seconds"]
+        nxt, expired = manifests.successor(dataclasses.replace(m, state={step.OUTPUT: files}, changelog=[]),
+                                           old_files, grace)
+        self._catalog = catalogs.commit(self.store, catalogs.Catalog(
+            version=cat.version, objects={k: (altered if k == s.table else v) for k, v in cat.objects.items()},
+            functions=cat.functions), what, versions=[nxt])
+        self.remember_manifest(nxt)
+        self._plans = {k: v for k, v in self._plans.items() if k[0] != s.table}
+        self.compactor.forget(s.table)
+        manifests.settle_garbage(self.store, expired, grace)
 
     def new_folder(self, catalog: catalogs.Catalog, name: str) -> str:
         """The folder of a new object `name` (CatalogObject.folder): its own name's (""), unless

@@ -33,8 +33,8 @@ def _name(tok) -> str:
 
 
 def parse_alter(sql: str, words: list[str]) -> Rename:
-    """ALTER {TABLE | MATERIALIZED VIEW | SOURCE | SINK} name RENAME TO new_name; any other ALTER is
-    refused by name."""
+    """ALTER {TABLE | MATERIALIZED VIEW | SOURCE | SINK} name RENAME TO new_name, and ALTER TABLE's
+    ADD / DROP COLUMN (sql/alter_columns.py); any other ALTER is refused by name."""
     kind_words = 3 if words[1:3] == ["MATERIALIZED", "VIEW"] else 2
     what = " ".join(words[1:kind_words])
     if what not in KINDS:
@@ -43,8 +43,13 @@ def parse_alter(sql: str, words: list[str]) -> Rename:
     rest = tokens[kind_words:]
     if len(rest) == 4 and [t.text.upper() for t in rest[1:3]] == ["RENAME", "TO"]:
         return Rename(sql, kind=KINDS[what], name=_name(rest[0]), new_name=_name(rest[3]))
+    if what == "TABLE" and len(rest) > 1 and rest[1].text.upper() in ("ADD", "DROP"):
+        from .alter_columns import parse_alter_columns
+
+        return parse_alter_columns(sql)
     action = " ".join(t.text.upper() for t in rest[1:3]) if len(rest) > 1 else ""
-    raise unsupported(f"ALTER {what} ... {action}".rstrip() + " (ALTER ... RENAME TO is supported)", sql)
+    raise unsupported(f"ALTER {what} ... {action}".rstrip() + " (ALTER ... RENAME TO and ALTER TABLE ... ADD / DROP "
+                      "COLUMN are supported)", sql)
 
 
 def quoted(name: str) -> str:

@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 
 from ..errors import ProgrammingError
 from .log import conflict, log_of
+from .manifest import garbage_as_change
 from .object_store import ObjectStore
 
 TABLE = "table"
@@ -149,11 +150,14 @@ def load(store: ObjectStore, refresh: bool = True) -> Catalog:
 
 
 def commit(store: ObjectStore, catalog: Catalog, what: str, dropped: list[str] = (),
-           renamed: dict[str, str] | None = None) -> Catalog:
+           renamed: dict[str, str] | None = None, versions: list | None = None) -> Catalog:
     """Publish the catalog after `catalog.version`; CommitConflict if another process published
     one first. `dropped`: objects whose manifests go with this version; `renamed`: old name ->
     new name of objects whose manifests and epoch records the log files under the new name
-    (storage/log.py). `catalog.secrets` None: the secrets of the version it follows."""
+    (storage/log.py); `versions`: manifest versions (storage.manifest.Manifest) committed in the
+    same entry, each after the version its object has now (a table whose columns change has its
+    rows rewritten with them). `catalog.secrets` None: the secrets of the version it follows."""
+
     nxt = Catalog(version=catalog.version + 1, objects=dict(catalog.objects), functions=dict(catalog.functions),
                   secrets=None if catalog.secrets is None else dict(catalog.secrets))
     doc = {"version": nxt.version, "objects": [o.to_json() for o in nxt.objects.values()],
@@ -168,8 +172,14 @@ def commit(store: ObjectStore, catalog: Catalog, what: str, dropped: list[str] =
         doc.pop("secrets", None)
         if nxt.secrets:
             doc["secrets"] = list(nxt.secrets.values())
+        commits = {}
+        for m in versions or []:
+            base = state.manifests.get(m.object, {})
+            if base.get("version", 0) != m.version - 1:
+                raise conflict(what, f"{m.object!r} was committed by another process at the same time")
+            commits[m.object] = garbage_as_change(base, m.to_json())
         return {"catalog": doc, **({"drop": list(dropped)} if dropped else {}),
-                **({"rename": dict(renamed)} if renamed else {})}
+                **({"rename": dict(renamed)} if renamed else {}), **({"commits": commits} if commits else {})}
 
     log_of(store).append(build, what)
     return nxt
