@@ -183,3 +183,11 @@ def test_a_batch_select_answers_as_the_view_does(conn):
     rows = batch.fetchall()
     assert sorted(rows) == sorted(conn.execute("SELECT * FROM o").fetchall())
     assert sorted(rows)[0][1:] == (pytest.approx(1.75), 3.0, Decimal("1.25"), 4)  # mode's tie: DESC's first
+
+
+def test_explain_names_the_value_counts(conn):
+    conn.execute(SCHEMA[0])
+    plan = "\n".join(r[0] for r in conn.execute(
+        "EXPLAIN CREATE MATERIALIZED VIEW e AS SELECT k, mode() WITHIN GROUP (ORDER BY s DESC) FROM t1 GROUP BY k"))
+    assert "mode() WITHIN GROUP (ORDER BY" in plan and "DESC)" in plan
+    assert "value counts per (group, ORDER BY value) for PERCENTILE_CONT/PERCENTILE_DISC/MODE" in plan

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from .plan import NOW, ORDERED_AGGS, Aggregate, agg_text, DynamicFilter, Join, LookupJoin, Map, Node, OverWindow, ProjectSet, Scan, TemporalFilter, TopN, UnionAll, Values, WindowCloseAggregate, WindowCloseFilter, cname
+from .plan import NOW, ORDERED_AGGS, ORDERED_SET_AGGS, Aggregate, agg_text, DynamicFilter, Join, LookupJoin, Map, Node, OverWindow, ProjectSet, Scan, TemporalFilter, TopN, UnionAll, Values, WindowCloseAggregate, WindowCloseFilter, cname
 
 
 def _named(e: exp.Expression, columns) -> str:
@@ -98,8 +98,10 @@ def _describe(node: Node) -> tuple[str, str]:
         state = f"per-group accumulators by {group}"
         if any(a.func in ("min", "max") or a.distinct for a in node.aggs if a.func not in ORDERED_AGGS):
             state += "; value counts per (group, value) for MIN/MAX/COUNT DISTINCT"
-        if any(a.func in ORDERED_AGGS for a in node.aggs):
+        if any(a.func in ORDERED_AGGS and a.func not in ORDERED_SET_AGGS for a in node.aggs):
             state += "; row counts per (group, order key, arguments) for STRING_AGG/FIRST_VALUE/LAST_VALUE"
+        if any(a.func in ORDERED_SET_AGGS for a in node.aggs):
+            state += "; value counts per (group, ORDER BY value) for PERCENTILE_CONT/PERCENTILE_DISC/MODE/APPROX_PERCENTILE"
         return f"{kind} {{ group: {group}, aggs: [{aggs}] }}", state
     if isinstance(node, UnionAll):
         return f"StreamUnion {{ inputs: {len(node.inputs)}, all: true }}", "none"
