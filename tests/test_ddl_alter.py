@@ -266,3 +266,25 @@ def run_columns(path: str, ops, keyed: bool, engine: str = "duckdb", spark=None)
     with pytest.raises(ProgrammingError, match=r"ALTER TABLE t ADD COLUMN on 't', which other objects read \(v\)"):
         conn.execute("ALTER TABLE t ADD COLUMN late INT")
     conn.close()
+
+
+def test_a_renamed_source_keeps_its_position_and_reads_each_file_once(tmp_path, conn):
+    """A file source's position (the files its epochs took) moves with its name: after the rename
+    it reads the new files only, and a view over it keeps counting each record once."""
+    from test_file_source import json_lines, posix, write_whole
+
+    files = tmp_path / "in"
+    files.mkdir()
+    write_whole(str(files / "a.json"), json_lines([{"id": i, "k": i % 2} for i in range(6)]))
+    conn.execute(f"CREATE SOURCE s (id INT, k INT) {posix(files)} FORMAT PLAIN ENCODE JSON")
+    conn.execute("CREATE MATERIALIZED VIEW per_k AS SELECT k, count(*) AS n FROM s GROUP BY k")
+    conn.execute("FLUSH")
+    conn.execute("ALTER SOURCE s RENAME TO events")
+    assert conn.execute("SHOW SOURCES").fetchall() == [("events",)]
+    write_whole(str(files / "b.json"), json_lines([{"id": i, "k": 1} for i in range(6, 9)]))
+    conn.execute("FLUSH")
+    conn.execute("FLUSH")
+    assert sorted(conn.execute("SELECT * FROM per_k").fetchall()) == [(0, 3), (1, 6)]
+    assert conn.wh.get("per_k").sql.endswith("FROM events GROUP BY k")
+    with pytest.raises(ProgrammingError, match="use ALTER SOURCE"):
+        conn.execute("ALTER TABLE events RENAME TO e2")
