@@ -174,6 +174,52 @@ def test_a_spark_step_broadcasts_a_small_change_and_shuffles_a_large_one(spark, 
     assert_same(conn.execute("SELECT * FROM m").fetchall(), oracle.rows("SELECT * FROM m"), "m after a small epoch")
 
 
+def test_a_large_change_is_hash_joined_in_partitions_of_bounded_size(spark, tmp_path, monkeypatch):
+    """A shuffled hash join keeps each partition of the change whole in one task's memory: a step
+    whose change is large runs its joins with enough shuffle partitions that each holds at most
+    HASH_ROWS_PER_PARTITION change rows, then gives the session its own setting back. A broadcast
+    (small) change leaves the setting alone. The view is right either way."""
+    from oracle import Oracle, assert_same
+
+    from dagster_rw.engine import spark as spark_engine
+
+    monkeypatch.setattr(spark_engine, "HASH_ROWS_PER_PARTITION", 20)
+    seen = []  # (join strategy, shuffle partitions) of each statement a step ran
+    original = spark_engine.SparkEngine.sql
+
+    def sql(self, *args, **kwargs):
+        seen.append((self.join_strategy, int(self.spark.conf.get("spark.sql.shuffle.partitions"))))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(spark_engine.SparkEngine, "sql", sql)
+    own = spark.conf.get("spark.sql.shuffle.partitions")
+    conn = dagster_rw.connect(str(tmp_path / "wh"), spark=spark, engine="spark", spark_broadcast_rows=50)
+    oracle = Oracle()
+    view = "SELECT d.name, count(*) AS n, max(t.v) AS mx FROM t JOIN d ON t.k = d.k GROUP BY d.name"
+    for stmt in ("CREATE TABLE t (id INT PRIMARY KEY, k INT, v INT)", "CREATE TABLE d (k INT PRIMARY KEY, name VARCHAR)",
+                 f"CREATE MATERIALIZED VIEW m AS {view}"):
+        conn.execute(stmt)
+        oracle.execute(stmt.replace("MATERIALIZED ", ""))
+    names = ", ".join(f"({k}, 'n{k % 4}')" for k in range(9))
+    conn.execute(f"INSERT INTO d VALUES {names}")
+    oracle.upsert("d", names)
+    for epoch, ids in enumerate((range(300), range(0, 300, 2), range(5))):
+        rows = ", ".join(f"({i}, {(i + epoch) % 9}, {(i * 7 + epoch) % 31})" for i in ids)
+        conn.execute(f"INSERT INTO t VALUES {rows}")
+        oracle.upsert("t", rows)
+        seen.clear()
+        conn.execute("FLUSH")
+        hashed = [n for strategy, n in seen if strategy == "shuffle_hash"]
+        broadcast = [n for strategy, n in seen if strategy == "broadcast"]
+        if len(ids) > 50:  # 300 and 150 rows staged (the view reads more: an update is two changes)
+            assert hashed and min(hashed) > int(own) and max(hashed) >= -(-len(ids) // 20), (epoch, seen)
+        else:
+            assert broadcast and not hashed and set(broadcast) == {int(own)}, (epoch, seen)
+        assert spark.conf.get("spark.sql.shuffle.partitions") == own
+        assert_same(conn.execute("SELECT * FROM m").fetchall(), oracle.rows("SELECT * FROM m"), f"m after epoch {epoch}")
+    conn.close()
+
+
 def test_spark_tasks_read_files_packed_by_small_in_process_flushes(spark, bucket):
     """On S3, the small FLUSHes of an in-process connection pack their files; a Spark step of
     another connection reads them, its tasks fetching their byte ranges of the packs (the driver

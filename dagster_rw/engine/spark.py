@@ -57,6 +57,10 @@ def spark_template(query: str, names: tuple[str, ...]) -> str:
 
 # what makes a query's result costly to compute again: a shuffle (grouping, windows, sorting,
 # DISTINCT, set operations but UNION ALL) or a value that differs between evaluations
+# a shuffled hash join's partition of a step's change, at most (about 60 bytes a row in its hash
+# map: tens of MB per task, well inside the execution memory of a task beside a 1 GB heap)
+HASH_ROWS_PER_PARTITION = 500_000
+
 _SHUFFLES = (sqlglot.exp.Group, sqlglot.exp.Window, sqlglot.exp.Distinct, sqlglot.exp.AggFunc,
              sqlglot.exp.Order, sqlglot.exp.Exists, sqlglot.exp.Intersect, sqlglot.exp.Except, sqlglot.exp.Limit,
              sqlglot.exp.Rand, sqlglot.exp.CurrentTimestamp, sqlglot.exp.CurrentDate, sqlglot.exp.Uuid)
@@ -257,14 +261,35 @@ class SparkEngine(Engine):
         # every task reading the state) or "shuffle_hash" (both sides shuffled by the key); None:
         # Spark decides (batch queries)
         self.join_strategy: str | None = None
+        self._shuffle_partitions: str | None = None  # the session's own, while a step raised it
         ship_package(session)
         no_static_broadcast(session)
         no_constraint_propagation(session)
+
+    def plan_joins(self, strategy: str, change_rows: int) -> None:
+        """How this step's change meets the state it looks up (`join_strategy`). A shuffled hash
+        join holds each partition of the change in one task's memory, whole (it cannot spill as a
+        sort-merge join does): the step shuffles into enough partitions that each holds at most
+        HASH_ROWS_PER_PARTITION change rows, more than the session's setting where the change is
+        large. Adaptive execution coalesces partitions only up to its advisory size (64 MB of both
+        sides together), so a partition's hash map stays bounded. Restored by release()."""
+        self.join_strategy = strategy
+        if strategy != "shuffle_hash":
+            return
+        current = self.spark.conf.get("spark.sql.shuffle.partitions")
+        wanted = -(-change_rows // HASH_ROWS_PER_PARTITION)
+        if wanted > int(current):
+            if self._shuffle_partitions is None:
+                self._shuffle_partitions = current
+            self.spark.conf.set("spark.sql.shuffle.partitions", str(wanted))
 
     def release(self) -> None:
         """Drop the temporary views the rules registered since the last release (a step, a query
         or a statement is over: nothing reads its relations any more)."""
         self.join_strategy = None
+        if self._shuffle_partitions is not None:
+            self.spark.conf.set("spark.sql.shuffle.partitions", self._shuffle_partitions)
+            self._shuffle_partitions = None
         self._computed = {}
         self._depth = {}
         views, self._views = self._views, []

@@ -78,7 +78,7 @@ class StepContext:
         self.wh = wh
         self.engine = engine
         if engine is not wh.engine:  # on Spark: how the change meets the state, by the change's size
-            engine.join_strategy = spark_join_strategy(wh, input_rows)
+            engine.plan_joins(spark_join_strategy(wh, input_rows), input_rows)
         self.obj = obj
         self.manifest = m
         self.target = target
