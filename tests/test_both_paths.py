@@ -11,12 +11,12 @@ import pytest
 from both_paths import run_on
 from test_bool_aggregates import BOOL_AGGREGATES
 from test_join_forms import NATURAL_JOINS
-from test_nonequi_joins import NONEQUI_JOINS_BOTH_PATHS
+from test_nonequi_joins import LATERALS_BOTH_PATHS, NONEQUI_JOINS_BOTH_PATHS
 from test_set_operations_all import SET_OPERATIONS_ALL
 from test_values_views import OVER_VALUES, VALUES_VIEWS
 
-FEATURES = [NATURAL_JOINS, NONEQUI_JOINS_BOTH_PATHS, BOOL_AGGREGATES, SET_OPERATIONS_ALL, VALUES_VIEWS,
-            OVER_VALUES]
+FEATURES = [NATURAL_JOINS, NONEQUI_JOINS_BOTH_PATHS, LATERALS_BOTH_PATHS, BOOL_AGGREGATES, SET_OPERATIONS_ALL,
+            VALUES_VIEWS, OVER_VALUES]
 VIEWS = {name: q for views in FEATURES for name, q in views.items()}
 assert len(VIEWS) == sum(map(len, FEATURES)), "two features name a view alike"
 
