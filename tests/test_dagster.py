@@ -6,6 +6,7 @@ the views are compared with DuckDB running the same queries over the same rows.
 """
 from __future__ import annotations
 
+import dataclasses
 import decimal
 import json
 import os
@@ -560,3 +561,77 @@ FROM TUMBLE(clicks, ts, INTERVAL '1' MINUTE) GROUP BY page, window_start;
             assert_same(got, want, "clicks_per_minute")
         result, _ = _tick(sensor, instance, resource, cursor)
         assert not result.run_requests  # every record is sealed and applied
+
+
+# -- temporal filters: the sensor cuts epochs for the time when no input changes -----------------
+class _ClockedResource(RwResource):
+    """The resource with the test's clock for now() and the barriers' time."""
+
+    def get_connection(self):
+        conn = super().get_connection()
+        conn.wh.options = dataclasses.replace(conn.wh.options, clock=lambda: _CLOCK[0])
+        return conn
+
+
+_CLOCK = [0.0]
+
+
+def test_the_sensor_cuts_a_barrier_for_the_time_when_inputs_are_quiet(tmp_path):
+    """A view with a temporal filter changes as time passes with no input: while no input brings
+    anything, a tick cuts a barrier once the newest is `time_barrier_seconds` old and requests the
+    run that brings the view (and its quiet input) to it; rows leave the view as DuckDB says."""
+    import datetime as dt
+
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "events.sql").write_text(
+        "CREATE TABLE ev (id INT PRIMARY KEY, ts TIMESTAMP);\n"
+        "CREATE MATERIALIZED VIEW recent AS SELECT id, ts FROM ev WHERE ts > now() - INTERVAL '1 hour';\n"
+        "CREATE MATERIALIZED VIEW per_hour AS SELECT count(*) AS n FROM ev;\n")
+    assets = build_rw_assets(RwProject(folder))
+    sensor = build_barrier_sensor(assets, time_barrier_seconds=60)
+    warehouse = str(tmp_path / "wh")
+    resource = _ClockedResource(warehouse=warehouse, engine="duckdb")
+    start = dt.datetime(2026, 1, 1, 12, 0, 0)
+    _CLOCK[0] = start.replace(tzinfo=dt.timezone.utc).timestamp()
+    oracle = Oracle()
+    oracle.execute("CREATE TABLE ev (id INT PRIMARY KEY, ts TIMESTAMP)")
+    rows = ", ".join(f"({i}, TIMESTAMP '{start - dt.timedelta(minutes=10 * i)}')" for i in range(1, 6))
+
+    def recent_now():
+        now = dt.datetime.fromtimestamp(_CLOCK[0], dt.timezone.utc).replace(tzinfo=None)
+        return oracle.rows(f"SELECT id, ts FROM ev WHERE ts > TIMESTAMP '{now}' - INTERVAL '1 hour'")
+
+    with dg.instance_for_test() as instance:
+        _, cursor = _tick(sensor, instance, resource, None)  # deploys the project
+        with dagster_rw.connect(warehouse) as feeder:
+            feeder.execute(f"INSERT INTO ev VALUES {rows}")
+        oracle.execute(f"INSERT INTO ev VALUES {rows}")
+        result, cursor = _tick(sensor, instance, resource, cursor)
+        (request,) = result.run_requests
+        assert _run(assets, request, resource, instance).success
+        with dagster_rw.connect(warehouse) as reader:
+            assert_same(reader.execute("SELECT * FROM recent").fetchall(), recent_now(), "recent")
+            assert len(recent_now()) == 5
+        # nothing new, the newest barrier 30 s old: no barrier yet
+        _CLOCK[0] += 30
+        result, cursor = _tick(sensor, instance, resource, cursor)
+        assert not result.run_requests
+        # 25 minutes on (12:25:30): the rows of 11:20 and 11:10 are older than an hour; a barrier for the time alone
+        _CLOCK[0] += 25 * 60
+        epoch_before = json.loads(cursor)["epoch"]
+        result, cursor = _tick(sensor, instance, resource, cursor)
+        (request,) = result.run_requests
+        assert json.loads(cursor)["epoch"] == epoch_before + 1
+        assert {k.path[-1] for k in request.asset_selection} == {"ev", "recent"}  # per_hour is not changed by time
+        run = _run(assets, request, resource, instance)
+        assert run.success
+        # the batch check reads now() as the view's epoch saw it, not as the check's own time
+        assert _checks(run)[("recent", "matches_batch_query")].passed
+        with dagster_rw.connect(warehouse) as reader:
+            assert_same(reader.execute("SELECT * FROM recent").fetchall(), recent_now(), "recent after the time passed")
+            assert len(recent_now()) == 3
+            assert reader.execute("SELECT * FROM per_hour").fetchall() == [(5,)]
+        # right after it: nothing to do
+        result, cursor = _tick(sensor, instance, resource, cursor)
+        assert not result.run_requests

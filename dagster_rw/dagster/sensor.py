@@ -7,14 +7,20 @@ the run key and the tags; the cursor keeps the last epoch requested. An epoch se
 requested (a tick that died after its barrier, a FLUSH from another process) is requested by the next
 tick without cutting another barrier, so a retried tick never seals the same data into two epochs.
 Sinks run in their own run, so a failing sink never fails the views' run.
+
+Views with a temporal filter (`WHERE ts > now() - INTERVAL ...`) change as time passes, with no new
+input: every run brings them to its epoch, and while no input brings anything, a tick cuts a barrier
+for them alone once the newest barrier is `time_barrier_seconds` old.
 """
 from __future__ import annotations
 
 import json
+import time
 
 import dagster as dg
 
-from ..runtime import epochs
+from ..runtime import dataflow, epochs
+from ..storage.catalog import MATERIALIZED_VIEW
 from .project import RwProject
 from .resource import EPOCH_TAG, RwResource, project_for, spec_object
 
@@ -40,11 +46,19 @@ def _project_and_keys(assets: list[dg.AssetsDefinition]) -> tuple[RwProject, dic
     return project, keys, sink_names
 
 
+def time_driven(conn) -> set[str]:
+    """The warehouse's views whose rows change as time passes (a temporal filter in their plan)."""
+    wh = conn.wh
+    return {o.name for o in wh.catalog().objects.values()
+            if o.kind == MATERIALIZED_VIEW and dataflow.reads_the_time(wh.plan(o))}
+
+
 def advancing_objects(conn, project: RwProject, upto: int) -> list[str]:
-    """The project's objects a run to epoch `upto` would advance, in topological order."""
+    """The project's objects a run to epoch `upto` would advance, in topological order: those
+    whose inputs hold new data, what reads them, and the views that time alone changes."""
     wh = conn.wh
     wh.sync()
-    fresh = set(wh.sealed_unapplied(upto))
+    fresh = set(wh.sealed_unapplied(upto)) | time_driven(conn)
 
     def committed(name: str) -> int:
         m = wh.manifest(name)
@@ -55,13 +69,24 @@ def advancing_objects(conn, project: RwProject, upto: int) -> list[str]:
     for name, obj in project.objects.items():
         if wh.catalog().get(name) is None:
             continue
-        if name in fresh or any(d in selected or committed(d) > committed(name) for d in obj.deps):
+        if (name in fresh and committed(name) < upto) or any(
+                d in selected or committed(d) > committed(name) for d in obj.deps):
             selected.add(name)
     # a view can only reach the new epoch once every input has: bring its lagging inputs along
     for name in project.upstream(selected):
         if committed(name) < upto:
             selected.add(name)
     return [n for n in project.objects if n in selected]
+
+
+def _time_barrier_due(conn, newest: int, seconds: float) -> bool:
+    """Whether the warehouse has views that time alone changes and its newest barrier (the time
+    it recorded, on the connection's clock) is at least `seconds` old."""
+    if not time_driven(conn):
+        return False
+    cut = epochs.barrier_time(conn.wh.store, newest) if newest else None
+    clock = conn.wh.options["clock"] or time.time
+    return cut is None or clock() - cut >= seconds
 
 
 def _epochs_applied(conn, names: list[str], epoch: int) -> str:
@@ -80,10 +105,13 @@ def build_barrier_sensor(assets: dg.AssetsDefinition | list[dg.AssetsDefinition]
                          name: str = "rw_barrier_sensor", resource_key: str = "rw",
                          minimum_interval_seconds: int = 1,
                          default_status: dg.DefaultSensorStatus = dg.DefaultSensorStatus.STOPPED,
-                         deploy: bool = True) -> dg.SensorDefinition:
+                         deploy: bool = True, time_barrier_seconds: float = 60.0) -> dg.SensorDefinition:
     """A sensor over the given rw assets. With `deploy`, each tick first creates the project's objects
     the warehouse lacks, so data can be inserted as soon as the sensor runs. Dagster's daemon looks at
-    its sensors every 5 s; a `minimum_interval_seconds` below that lets the sensor tick at each look."""
+    its sensors every 5 s; a `minimum_interval_seconds` below that lets the sensor tick at each look.
+    `time_barrier_seconds`: while no input brings anything, how old the newest barrier may grow
+    before a tick cuts one for the views a temporal filter changes as time passes (how late such a
+    view lets a row leave); ignored when the project has no such view."""
     assets = [assets] if isinstance(assets, dg.AssetsDefinition) else list(assets)
     project, keys, sink_names = _project_and_keys(assets)
     check_keys = {k for a in assets for k in a.check_keys}
@@ -107,6 +135,9 @@ def build_barrier_sensor(assets: dg.AssetsDefinition | list[dg.AssetsDefinition]
                 context.log.info(f"barrier {epoch} sealed {pending}")
             elif newest > last:
                 epoch = newest  # sealed by someone else (or by a tick that died) but never requested
+            elif _time_barrier_due(conn, newest, time_barrier_seconds):
+                epoch = conn.barrier()
+                context.log.info(f"barrier {epoch} cut for the time (views with a temporal filter)")
             else:
                 return dg.SkipReason(f"nothing new since epoch {newest}")
             names = [n for n in advancing_objects(conn, project, epoch) if n in keys]

@@ -87,6 +87,12 @@ def changes_without_input(root: Node) -> bool:
     return any(isinstance(n, (WindowCloseAggregate, WindowCloseFilter, TemporalFilter)) for n in root.walk())
 
 
+def reads_the_time(root: Node) -> bool:
+    """Whether a plan's output changes as time passes, with no input at all (a temporal filter):
+    such a view needs epochs even while its inputs are quiet."""
+    return any(isinstance(n, TemporalFilter) for n in root.walk())
+
+
 def feeding_aggregates(root: Node) -> set[int]:
     """The nodes whose every output row reaches a GROUP BY through stateless maps alone. An
     aggregate adds up weights per group (and per value, for MIN/MAX/COUNT DISTINCT), so a row

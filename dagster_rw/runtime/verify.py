@@ -7,11 +7,16 @@ rows of a random sample of stream keys, on both sides.
 """
 from __future__ import annotations
 
+import datetime as dt
+
 import pyarrow as pa
+from sqlglot import exp
 
 from ..engine.duck import quote
 from ..sql import statements as st
+from ..sql.planner.temporal_filters import is_now
 from ..storage.catalog import MATERIALIZED_VIEW
+from . import dataflow, epochs
 
 FLOAT_DIGITS = 6  # incremental sums of doubles differ from batch sums in the last bits
 
@@ -47,6 +52,16 @@ def key_check(conn, name: str) -> dict:
             "duplicate_sample": [{k: _plain(v) for k, v in r.items()} for r in dup_sample]}
 
 
+def _at_barrier_time(query: exp.Expression, seconds: float | None) -> exp.Expression:
+    """The query with now() read as the time a view with a temporal filter saw at its epoch (the
+    barrier's), not the time the check runs."""
+    if seconds is None:
+        return query
+    at = dt.datetime.fromtimestamp(seconds, dt.timezone.utc).isoformat(sep=" ")
+    return query.copy().transform(
+        lambda n: exp.cast(exp.Literal.string(at), exp.DataType.build("timestamptz")) if is_now(n) else n)
+
+
 def batch_check(conn, name: str, full_max_rows: int = 100_000, sample_keys: int = 1_000) -> dict:
     """The view equals its query recomputed in batch over its inputs' committed snapshots.
 
@@ -63,6 +78,8 @@ def batch_check(conn, name: str, full_max_rows: int = 100_000, sample_keys: int 
         return {"passed": True, "compared": False, "epoch": epoch,
                 "note": f"inputs at other epochs than the view's {epoch}: {ahead}; compared nothing"}
     defined = wh.inline_functions(st.view_query(obj.sql))  # the view's query, its SQL functions inlined
+    if dataflow.reads_the_time(wh.plan(obj)):
+        defined = _at_barrier_time(defined, epochs.barrier_time(wh.store, epoch))
     query = conn.batch_query(defined)
     rels = conn.snapshot_relations(query)
     engine = conn.engine
