@@ -19,6 +19,7 @@ from .sql import statements as st
 from .sql.dialect import Statement
 from .sql.secret_statements import CreateSecret
 from .sql.sink_statements import CreateSink
+from .sql.indexes import CreateIndex
 from .sql.alter_columns import AlterColumns
 from .sql.on_conflict import NOTHING, ON_CONFLICT
 from .sql.renames import Rename
@@ -442,6 +443,9 @@ class Cursor:
     def _do_createview(self, s: st.CreateView):
         self.conn.wh.create_view(s.name, s.sql, s.query, s.if_not_exists, s.emit_on_window_close)
 
+    def _do_createindex(self, s: CreateIndex):
+        self.conn.wh.create_index(s)
+
     def _do_createsink(self, s: CreateSink):
         self.conn.wh.create_sink(s)
 
@@ -460,7 +464,7 @@ class Cursor:
 
             drop_secret(self.conn.wh, s.name, s.if_exists)
             return
-        kind = {"table": TABLE, "source": SOURCE}.get(s.kind, MATERIALIZED_VIEW)
+        kind = {"table": TABLE, "source": SOURCE, "index": "index"}.get(s.kind, MATERIALIZED_VIEW)
         self.conn.wh.drop(s.name, kind, s.if_exists)
 
     def _do_rename(self, s: Rename):
@@ -493,6 +497,16 @@ class Cursor:
                 raise ProgrammingError(f'"{name}" is not a {kind}')
             self._columns(["Name", "Create Sql"], [(name, obj.sql)])
             return
+        if s.what.startswith("INDEXES FROM ") and len(s.sql.split()) == 4:
+            from .sql.indexes import INDEX_OF, shown_row
+
+            last = s.sql.split()[-1]
+            name = last.strip('"') if last.startswith('"') else last.lower()
+            wh.get(name)  # (raises for an object that does not exist)
+            self._columns(["Name", "On", "Key", "Include", "Distributed By"],
+                          sorted(shown_row(o) for o in wh.catalog().objects.values()
+                                 if (o.options or {}).get(INDEX_OF) == name))
+            return
         if s.what == "SECRETS":  # names only: a value is never shown
             from .runtime.secrets import secret_names
 
@@ -507,10 +521,11 @@ class Cursor:
             self._columns([setting], [(self.conn.settings.get(setting, st.SETTING_DEFAULTS[setting]),)])
             return
         if s.what not in kinds:
-            raise ProgrammingError(f"SHOW {s.what} is not supported (SHOW TABLES, SHOW MATERIALIZED VIEWS, "
+            raise ProgrammingError(f"SHOW {s.what} is not supported (SHOW TABLES, SHOW MATERIALIZED VIEWS, SHOW INDEXES FROM t, "
                                    "SHOW SOURCES, SHOW SINKS, SHOW FUNCTIONS, SHOW SECRETS)")
         names = sorted(o.name for o in wh.catalog().objects.values()
-                       if o.kind == kinds[s.what] and "internal_of" not in (o.options or {}))
+                       if o.kind == kinds[s.what] and "internal_of" not in (o.options or {})
+                       and "index_of" not in (o.options or {}))
         self._columns(["Name"], [(n,) for n in names])
 
     def _do_describe(self, s: st.Describe):
@@ -657,6 +672,7 @@ HANDLERS: dict[type[Statement], Callable[[Cursor, Statement], None]] = {
     CreateSecret: Cursor._do_createsecret,
     st.CreateView: Cursor._do_createview,
     CreateSink: Cursor._do_createsink,
+    CreateIndex: Cursor._do_createindex,
     st.CreateFunction: Cursor._do_createfunction,
     st.Drop: Cursor._do_drop,
     Rename: Cursor._do_rename,

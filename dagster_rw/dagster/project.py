@@ -150,6 +150,10 @@ class RwProject:
                     raise ProgrammingError(
                         f"{rel}: a SQL project does not declare secrets (CREATE SECRET {statement.name}): create "
                         "it once on the warehouse (dagster-rw sql) and write `option = secret name`")
+                if type(statement).__name__ == "CreateIndex":  # not an asset: it serves batch lookups
+                    raise ProgrammingError(
+                        f"{rel}: not supported in a SQL project: CREATE INDEX {statement.name} (an index is not "
+                        "an asset of its own; declare a materialized view ordered as needed instead)")
                 if not type(statement).__name__.startswith("Create"):
                     raise ProgrammingError(
                         f"{rel}: a SQL project declares objects only (CREATE ...); found: {text[:60]!r}")

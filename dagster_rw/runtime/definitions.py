@@ -29,6 +29,8 @@ from . import epochs, ingest, step
 from .interfaces import SinkService
 from .staging import ROW_ID
 
+INDEX = "index"  # the kind DROP INDEX names: a materialized view with the option sql.indexes.INDEX_OF
+
 
 class Definitions:
     def create_table(self, name: str, columns: list[Column], pk: list[str], sql: str, append_only: bool,
@@ -83,11 +85,25 @@ class Definitions:
         self.remember_manifest(m)
         return True
 
+    def create_index(self, index) -> bool:
+        """CREATE INDEX (sql.indexes): a materialized view of its base stored under the index key
+        followed by the base's key."""
+        from ..sql.indexes import check_index
+
+        cat = self.catalog(reload=True)
+        if index.name in cat.objects:
+            if index.if_not_exists:
+                return False
+            raise ProgrammingError(f'relation "{index.name}" already exists')
+        check_index(index, cat.get(index.on))
+        return self.create_view(index.name, index.sql, index.query, index=index)
+
     def create_view(self, name: str, sql: str, query, if_not_exists: bool = False,
-                    emit_on_window_close: bool = False, kind: str = MATERIALIZED_VIEW) -> bool:
+                    emit_on_window_close: bool = False, kind: str = MATERIALIZED_VIEW, index=None) -> bool:
         """A materialized view; with kind TABLE, a table created AS SELECT: it keeps receiving the
         query's rows, so the query must only ever insert (a stream, filtered, projected, joined
-        with FOR SYSTEM_TIME AS OF PROCTIME(), or aggregated per window EMIT ON WINDOW CLOSE)."""
+        with FOR SYSTEM_TIME AS OF PROCTIME(), or aggregated per window EMIT ON WINDOW CLOSE).
+        `index`: the CREATE INDEX this view maintains (its key leads the stream key)."""
         cat = self.catalog(reload=True)
         if name in cat.objects:
             if if_not_exists:
@@ -109,6 +125,11 @@ class Definitions:
         columns = [Column(c.name if not c.hidden else f"_rw_h{i}", c.type, c.hidden)
                    for i, c in enumerate(plan.columns)]
         stream_key = [columns[k].name for k in plan.stream_key]
+        options = {"as_query": True} if kind == TABLE else {}
+        if index is not None:
+            lead = [k for k, _ in index.key]
+            stream_key = lead + [k for k in stream_key if k not in lead]
+            options = index.options()
         # DML accepted before the view is in its snapshot, as in RisingWave (whose CREATE waits for a
         # barrier of its own): when an upstream table has staged DML, cut a barrier first
         ancestors = self.ancestors(planner.inputs)
@@ -121,12 +142,12 @@ class Definitions:
         created = min((self.manifest(i).epoch for i in planner.inputs), default=epochs.newest_epoch(self.store))
         obj = CatalogObject(name=name, kind=kind, sql=sql, columns=columns, pk=[],
                             stream_key=stream_key, inputs=list(planner.inputs), created_epoch=created,
-                            append_only=kind == TABLE, options={"as_query": True} if kind == TABLE else {},
-                            folder=self.new_folder(cat, name))
+                            append_only=kind == TABLE, options=options, folder=self.new_folder(cat, name))
         objects = dict(cat.objects)
         objects[name] = obj
         self.clear_leftovers(obj.key_folder)
-        self.commit_catalog(objects, f"CREATE {'TABLE' if kind == TABLE else 'MATERIALIZED VIEW'} {name}")
+        what = "INDEX" if index is not None else "TABLE" if kind == TABLE else "MATERIALIZED VIEW"
+        self.commit_catalog(objects, f"CREATE {what} {name}")
         self._plans[(name, created, sql)] = plan
         try:
             self.refresh(name)  # back-fill from the snapshot
@@ -172,27 +193,36 @@ class Definitions:
         return self.sinks.drop(self, name, if_exists)
 
     def drop(self, name: str, kind: str, if_exists: bool) -> bool:
+        """DROP of a table, source, materialized view or (kind INDEX) index. The indexes of a table or
+        view go with it, as in RisingWave."""
+        from ..sql.indexes import INDEX_OF
+
         cat = self.catalog(reload=True)
         obj = cat.get(name)
         if obj is None:
             if if_exists:
                 return False
-            what = {TABLE: "table", SOURCE: "source", catalogs.SINK: "sink"}.get(kind, "materialized view")
+            what = {TABLE: "table", SOURCE: "source", catalogs.SINK: "sink", INDEX: "index"}.get(
+                kind, "materialized view")
             raise ProgrammingError(f'{what} "{name}" does not exist')
-        if obj.kind != kind:
+        actual = INDEX if obj.options.get(INDEX_OF) else obj.kind
+        if actual != kind:
             what, verb = {TABLE: ("a table", "TABLE"), SOURCE: ("a source", "SOURCE"),
-                          catalogs.SINK: ("a sink", "SINK")}.get(
-                obj.kind, ("a materialized view", "MATERIALIZED VIEW"))
+                          catalogs.SINK: ("a sink", "SINK"), INDEX: ("an index", "INDEX")}.get(
+                actual, ("a materialized view", "MATERIALIZED VIEW"))
             raise ProgrammingError(f'"{name}" is {what}; use DROP {verb}')
-        users = [c.name for c in cat.consumers(name)]
+        indexes = [o.name for o in cat.consumers(name) if o.options.get(INDEX_OF) == name]
+        gone = [name] + indexes
+        users = [c.name for n in gone for c in cat.consumers(n) if c.name not in gone]
         users += [o.name for o in cat.objects.values() if o.kind == catalogs.SINK and o.options.get("into") == name]
         if users:
             raise IntegrityError(f'cannot drop {name!r}: other objects depend on it ({", ".join(users)})')
-        objects = {k: v for k, v in cat.objects.items() if k != name}
-        self.commit_catalog(objects, f"DROP {name}", dropped=[name])
-        self._manifests.pop(name, None)
-        self.compactor.forget(name)
-        self.clear_leftovers(obj.key_folder)
+        objects = {k: v for k, v in cat.objects.items() if k not in gone}
+        self.commit_catalog(objects, f"DROP {name}", dropped=gone)
+        for n in gone:
+            self._manifests.pop(n, None)
+            self.compactor.forget(n)
+            self.clear_leftovers(cat.objects[n].key_folder)
         return True
 
     def rename(self, kind: str, name: str, new_name: str) -> None:
@@ -208,6 +238,9 @@ class Definitions:
         if obj.kind != kind:
             verb = {TABLE: "TABLE", SOURCE: "SOURCE", catalogs.SINK: "SINK"}.get(obj.kind, "MATERIALIZED VIEW")
             raise ProgrammingError(f'"{name}" is not a {what}; use ALTER {verb}')
+        if obj.options.get("index_of") or any(o.options.get("index_of") == name for o in cat.consumers(name)):
+            raise unsupported(f'renaming "{name}": it is an index or has indexes (drop the indexes, rename, '
+                              'and create them again)')
         if obj.options.get("internal_of"):  # the view of a CREATE SINK ... AS query (sinks.definition)
             raise ProgrammingError(f'cannot rename "{name}": it belongs to sink "{obj.options["internal_of"]}"')
         if new_name in cat.objects:

@@ -218,6 +218,10 @@ def parse(sql: str, check_names: bool = True) -> Statement:
     if not words:
         raise ProgrammingError("empty statement")
     head = words[0]
+    for i in range(1, len(words) - 2):
+        if words[i:i + 3] == ["AS", "CHANGELOG", "FROM"] and words[i - 2] in ("WITH", ","):
+            raise unsupported(f"the changelog CTE `WITH {words[i - 1].lower()} AS CHANGELOG FROM ...` (a view of every "
+                              "change of its input, with changelog_op and _changelog_row_id columns)", sql)
     if head in HOST_STATEMENTS:
         raise unsupported(f"the statement {head} (dagster-rw reads and writes its warehouse only: no statement "
                           "reaches files, extensions or settings of the host)")
@@ -282,7 +286,7 @@ def _parse_drop(sql: str, words: list[str]) -> Drop:
         kind, at = "materialized_view", 3
     elif words[1] == "FUNCTION":
         kind, at = "function", 2
-    elif words[1] in ("SINK", "SECRET"):
+    elif words[1] in ("SINK", "SECRET", "INDEX"):
         if_exists = words[2:4] == ["IF", "EXISTS"]
         toks = _DIALECT.tokenize(sql)
         if len(toks) != (5 if if_exists else 3):
@@ -332,6 +336,10 @@ def _parse_create(sql: str, words: list[str]) -> Statement:
         from .secret_statements import parse_create_secret
 
         return parse_create_secret(sql)
+    if words[1] == "INDEX":
+        from .indexes import parse_create_index
+
+        return parse_create_index(sql)
     if words[1] == "FUNCTION" or words[1:4] == ["OR", "REPLACE", "FUNCTION"]:
         from .functions import parse_create_function
 
@@ -555,9 +563,13 @@ def values_as_select(sql: str, values: exp.Values) -> exp.Expression:
 
 def view_query(sql: str) -> exp.Expression:
     """The query of a stored CREATE MATERIALIZED VIEW statement."""
+    from .indexes import CreateIndex
+
     st = parse(sql, check_names=False)
     if isinstance(st, CreateTable) and st.as_query is not None:
         return st.as_query
+    if isinstance(st, CreateIndex):
+        return st.query
     assert isinstance(st, CreateView)
     return st.query
 
