@@ -23,7 +23,8 @@ FLUSH_AFTER = (2, len(STEPS) - 1)  # (each Spark flush costs jobs per view)
 
 
 def run_on(path: str, spark, engine: str, views: dict, steps=STEPS, flush_after=FLUSH_AFTER, setup=()) -> None:
-    """Every view (query, or (query, DuckDB's query)) equals DuckDB's answer at each flush (after
+    """Every view (query, or (query, DuckDB's query); an index: (its CREATE INDEX, DuckDB's query for
+    its rows)) equals DuckDB's answer at each flush (after
     the steps numbered `flush_after`), and every object ran on `engine`. `setup`: statements run
     before the views are created, as (ours, DuckDB's)."""
     conn = dagster_rw.connect(path, spark=spark, engine=engine)
@@ -36,7 +37,7 @@ def run_on(path: str, spark, engine: str, views: dict, steps=STEPS, flush_after=
         oracle.execute(theirs)
     for name, q in views.items():
         q, oracle_q = (q, q) if isinstance(q, str) else q
-        conn.execute(f"CREATE MATERIALIZED VIEW {name} AS {q}")
+        conn.execute(q if q.startswith("CREATE INDEX ") else f"CREATE MATERIALIZED VIEW {name} AS {q}")
         oracle.execute(f"CREATE VIEW {name} AS {oracle_q}")
     for i, (what, arg) in enumerate(steps):
         if what == "sql":
