@@ -14,10 +14,12 @@ from test_indexes import INDEXES_BOTH_PATHS
 from test_join_forms import NATURAL_JOINS
 from test_nonequi_joins import LATERALS_BOTH_PATHS, NONEQUI_JOINS_BOTH_PATHS
 from test_set_operations_all import SET_OPERATIONS_ALL
+from test_time_window_offsets_and_series import SERIES_AND_OFFSETS_BOTH_PATHS
 from test_values_views import OVER_VALUES, VALUES_VIEWS
 
 FEATURES = [NATURAL_JOINS, NONEQUI_JOINS_BOTH_PATHS, LATERALS_BOTH_PATHS, BOOL_AGGREGATES, SET_OPERATIONS_ALL,
-            VALUES_VIEWS, OVER_VALUES, INDEXES_BOTH_PATHS]
+            VALUES_VIEWS, OVER_VALUES, INDEXES_BOTH_PATHS,
+            SERIES_AND_OFFSETS_BOTH_PATHS]
 VIEWS = {name: q for views in FEATURES for name, q in views.items()}
 assert len(VIEWS) == sum(map(len, FEATURES)), "two features name a view alike"
 

@@ -1,8 +1,11 @@
-"""ProjectSet: each row becomes one row per element of an array (unnest) or per value of an
-integer series (generate_series). Stateless and linear: a row's change is the change of its rows.
+"""ProjectSet: each row becomes one row per element of an array (unnest) or per value of a series
+of integers or timestamps (generate_series). Stateless and linear: a row's change is the change of
+its rows.
 
 In-process the rows are expanded with Arrow and numpy (a repeat of each row, the elements beside
-it); on Spark by POSEXPLODE in the select list, whose position is the element's ordinal."""
+it); on Spark by POSEXPLODE in the select list, whose position is the element's ordinal. A series of
+timestamps is a series of microseconds since 1970 (its step is a fixed number of them), turned back
+into timestamps."""
 from __future__ import annotations
 
 import numpy as np
@@ -37,8 +40,7 @@ class ProjectSetOp(Operator):
             counts = pc.fill_null(pc.list_value_length(arrays), 0).to_numpy().astype(np.int64)
             values = pc.list_flatten(arrays)  # NULL lists and empty lists give no elements
         else:
-            start = d.column(cname(pos)).cast(pa.int64())
-            stop = d.column(cname(width - 1)).cast(pa.int64())
+            start, stop = (_micros_or_ints(d.column(cname(i))) for i in (pos, width - 1))
             valid = np.asarray(pc.and_(pc.is_valid(start), pc.is_valid(stop)))
             lo = pc.fill_null(start, 0).to_numpy().astype(np.int64)
             hi = pc.fill_null(stop, 0).to_numpy().astype(np.int64)
@@ -73,16 +75,34 @@ class ProjectSetOp(Operator):
         if node.kind == "unnest":
             array = quote(cname(pos))
         else:
-            lo = f"CAST({quote(cname(pos))} AS BIGINT)"
-            hi = f"CAST({quote(cname(width - 1))} AS BIGINT)"
+            lo, hi = (_as_bigint(quote(cname(i)), node.columns[pos].type) for i in (pos, width - 1))
             nonempty = f"{lo} <= {hi}" if node.step > 0 else f"{lo} >= {hi}"
             array = (f"CASE WHEN {nonempty} THEN CAST(generate_series({lo}, {hi}, {node.step}) AS BIGINT[]) "
                      f"ELSE CAST([] AS BIGINT[]) END")
         carried = [i for i in range(n) if i != pos] + keys
         inner = ", ".join(quote(cname(i)) for i in carried)
-        outer = [f"CAST(rw_x.col AS {out_type}) AS {quote(cname(i))}" if i == pos else f"rw_x.{quote(cname(i))}"
+        value = "make_timestamp(rw_x.col)" if _is_time(node) else "rw_x.col"
+        outer = [f"CAST({value} AS {out_type}) AS {quote(cname(i))}" if i == pos else f"rw_x.{quote(cname(i))}"
                  for i in range(n)]
         outer += [f"rw_x.{quote(cname(k))} AS {quote(cname(n + j))}" for j, k in enumerate(keys)]
         outer += [f"CAST(rw_x.pos AS BIGINT) AS {quote(cname(n + len(keys)))}", f"rw_x.{W}"]
         return self.sql(f"SELECT {', '.join(outer)} FROM (SELECT {inner + ', ' if inner else ''}{W}, "
                         f"POSEXPLODE({array}) FROM d) rw_x", d=d)
+
+
+def _is_time(node) -> bool:
+    return node.kind == "series" and node.columns[node.position].type in ("timestamp", "timestamptz")
+
+
+def _as_bigint(column: str, value_type: str) -> str:
+    """A series bound as BIGINT: an integer as is, a timestamp as microseconds since 1970."""
+    if value_type in ("timestamp", "timestamptz"):
+        return f"date_diff('microsecond', TIMESTAMP '1970-01-01 00:00:00', CAST({column} AS TIMESTAMP))"
+    return f"CAST({column} AS BIGINT)"
+
+
+def _micros_or_ints(column):
+    """A series bound as int64: an integer as is, a timestamp as microseconds since 1970."""
+    if pa.types.is_timestamp(column.type):
+        column = column.cast(pa.timestamp("us", tz=column.type.tz))
+    return column.cast(pa.int64())

@@ -19,8 +19,9 @@ def has_time_windows(query: exp.Expression) -> bool:
 
 
 def expand_time_windows(query: exp.Expression, resolve, interval_micros) -> exp.Expression:
-    """`query` with every TUMBLE(rel, ts, size) / HOP(rel, ts, slide, size) in FROM replaced by a
-    subquery. `resolve(name)` gives a catalog object; `interval_micros(interval)` a constant size."""
+    """`query` with every TUMBLE(rel, ts, size[, offset]) / HOP(rel, ts, slide, size[, offset]) in FROM
+    replaced by a subquery. `resolve(name)` gives a catalog object; `interval_micros(interval)` a
+    constant size or offset."""
     if not has_time_windows(query):
         return query
     query = query.copy()
@@ -30,9 +31,10 @@ def expand_time_windows(query: exp.Expression, resolve, interval_micros) -> exp.
             continue
         kind = fn.name.lower()
         args = fn.expressions
-        if len(args) != (3 if kind == "tumble" else 4) or not isinstance(args[1], exp.Column):
-            raise ProgrammingError(f"{kind.upper()} takes a relation, a time column and "
-                                   f"{'a size' if kind == 'tumble' else 'a slide and a size'}")
+        want = 3 if kind == "tumble" else 4
+        if len(args) not in (want, want + 1) or not isinstance(args[1], exp.Column):
+            raise ProgrammingError(f"{kind.upper()} takes a relation, a time column, "
+                                   f"{'a size' if kind == 'tumble' else 'a slide, a size'} and an optional offset")
         rel, ts = args[0].name, args[1].name
         obj = resolve(rel)
         if obj is None:
@@ -40,11 +42,13 @@ def expand_time_windows(query: exp.Expression, resolve, interval_micros) -> exp.
         ttype = next((c.type for c in obj.columns if c.name == ts), None)
         if ttype not in ("timestamp", "timestamptz"):
             raise ProgrammingError(f"{kind.upper()} over {ts!r} of {rel!r}: it needs a timestamp column")
-        sizes = [interval_micros(a) for a in args[2:]]
+        sizes = [interval_micros(a) for a in args[2:want]]
+        offset = interval_micros(args[want]) if len(args) > want else 0
         slide, size = (sizes[0], sizes[0]) if kind == "tumble" else (sizes[0], sizes[1])
         branches = []
         for k in range(size // slide):
-            start, end = window_bounds(exp.column(ts, quoted=True).sql(dialect="duckdb"), ttype, slide, size, k)
+            column = exp.column(ts, quoted=True).sql(dialect="duckdb")
+            start, end = window_bounds(column, ttype, slide, size, k, offset)
             branches.append(exp.select(exp.Star(), start.as_("window_start"), end.as_("window_end")).from_(rel))
         body = branches[0]
         for b in branches[1:]:

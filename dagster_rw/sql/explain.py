@@ -1,6 +1,8 @@
 """EXPLAIN: the incremental plan of a view, with each operator's stream key and the state it keeps."""
 from __future__ import annotations
 
+import datetime
+
 from sqlglot import exp
 
 from .plan import NOW, ORDERED_AGGS, ORDERED_SET_AGGS, Aggregate, agg_text, DynamicFilter, Join, LookupJoin, Map, Node, OverWindow, ProjectSet, Scan, TemporalFilter, TopN, UnionAll, Values, WindowCloseAggregate, WindowCloseFilter, cname
@@ -51,7 +53,10 @@ def _describe(node: Node) -> tuple[str, str]:
         if node.kind == "unnest":
             call = f"unnest({args[0]})"
         else:
-            call = f"generate_series({args[0]}, {args[1]}{f', {node.step}' if node.step != 1 else ''})"
+            step = f", {node.step}" if node.step != 1 else ""
+            if node.columns[node.position].type in ("timestamp", "timestamptz"):
+                step = f", INTERVAL '{datetime.timedelta(microseconds=node.step)}'"
+            call = f"generate_series({args[0]}, {args[1]}{step})"
         return f"StreamProjectSet {{ {node.columns[node.position].name}: {call} }}", "none"
     if isinstance(node, LookupJoin):
         lk = _names(node.left, node.left_keys)

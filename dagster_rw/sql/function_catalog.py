@@ -123,6 +123,7 @@ _WINDOWS = """
 """
 _TABLES = """
     generate_series(integer, integer) generate_series(integer, integer, integer) unnest(array)
+    generate_series(timestamp, timestamp, interval) generate_series(timestamptz, timestamptz, interval)
     tumble(relation, timestamp, interval) tumble(relation, timestamp, interval, interval)
     hop(relation, timestamp, interval, interval) hop(relation, timestamp, interval, interval, interval)
 """
@@ -134,10 +135,11 @@ _SYNTAX = """
 """
 _NOTES = {
     "regexp_match": "only as regexp_match(s, pattern)[n]: the n-th group of the first match",
-    "generate_series": "also in a view's select list, over integers with a constant step",
+    "generate_series": "in FROM (constant arguments) and in a view's select list, over integers or timestamps "
+                       "with a constant step (an INTERVAL without months)",
     "unnest": "also in a view's select list",
-    "tumble": "TUMBLE(relation, time column, size): a time window in FROM",
-    "hop": "HOP(relation, time column, slide, size): a time window in FROM",
+    "tumble": "TUMBLE(relation, time column, size[, offset]): a time window in FROM",
+    "hop": "HOP(relation, time column, slide, size[, offset]): a time window in FROM",
     "proctime": "in FOR SYSTEM_TIME AS OF PROCTIME() of a temporal join",
     "first_value": "as an aggregate, with ORDER BY inside the call",
     "last_value": "as an aggregate, with ORDER BY inside the call",

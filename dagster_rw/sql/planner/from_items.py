@@ -1,5 +1,6 @@
-"""FROM: its items (tables, views, CTEs, derived tables, TUMBLE/HOP) and how comma-separated items
-are joined: by the equalities between them, or as a dynamic filter with a one-row side."""
+"""FROM: its items (tables, views, CTEs, derived tables, TUMBLE/HOP, generate_series) and how
+comma-separated items are joined: by the equalities between them, or as a dynamic filter with a
+one-row side."""
 from __future__ import annotations
 
 from sqlglot import exp
@@ -162,10 +163,12 @@ class FromItems:
                 raise self.refuse("FOR SYSTEM_TIME AS OF (temporal joins come with Kafka sources)", item)
             if isinstance(item.this, exp.Anonymous) and item.this.name.lower() in ("tumble", "hop"):
                 return self.plan_time_window(item, group)
+            if isinstance(item.this, exp.GenerateSeries):
+                return self.plan_series_relation(item)
             if isinstance(item.this, (exp.Anonymous, exp.Func)):
                 fn = item.this.name if isinstance(item.this, exp.Anonymous) else item.this.sql_name()
-                raise self.refuse(f"the table function {fn.lower()}() in FROM (TUMBLE and HOP windows come "
-                                  "with Kafka sources)", item)
+                raise self.refuse(f"the table function {fn.lower()}() in FROM (TUMBLE, HOP and generate_series "
+                                  "are the table functions a view can read)", item)
             name = item.name
             alias = item.alias_or_name
             if name in self.ctes and not item.db:
