@@ -1,5 +1,5 @@
 """The SQL features that test_join_forms, test_nonequi_joins, test_bool_aggregates,
-test_set_operations_all, test_values_views and test_indexes define, on both paths (in-process and Spark): all of their views in one run of
+test_set_operations_all, test_values_views, test_indexes and test_changelog_cte define, on both paths (in-process and Spark): all of their views in one run of
 both_paths' fixed workload per path, each view equal to DuckDB's answer at every flush.
 
 One run serves them all on Spark: the tables' loads and the steps' fixed jobs are paid once, not
@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 from both_paths import run_on
 from test_bool_aggregates import BOOL_AGGREGATES
+from test_changelog_cte import CHANGELOG_BOTH_PATHS
 from test_indexes import INDEXES_BOTH_PATHS
 from test_join_forms import NATURAL_JOINS
 from test_nonequi_joins import LATERALS_BOTH_PATHS, NONEQUI_JOINS_BOTH_PATHS
@@ -18,7 +19,7 @@ from test_time_window_offsets_and_series import SERIES_AND_OFFSETS_BOTH_PATHS
 from test_values_views import OVER_VALUES, VALUES_VIEWS
 
 FEATURES = [NATURAL_JOINS, NONEQUI_JOINS_BOTH_PATHS, LATERALS_BOTH_PATHS, BOOL_AGGREGATES, SET_OPERATIONS_ALL,
-            VALUES_VIEWS, OVER_VALUES, INDEXES_BOTH_PATHS,
+            VALUES_VIEWS, OVER_VALUES, INDEXES_BOTH_PATHS, CHANGELOG_BOTH_PATHS,
             SERIES_AND_OFFSETS_BOTH_PATHS]
 VIEWS = {name: q for views in FEATURES for name, q in views.items()}
 assert len(VIEWS) == sum(map(len, FEATURES)), "two features name a view alike"

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..operators.aggregate import AggregateOp
+from ..operators.changelog import ChangelogOp
 from ..operators.dynamic_filter import DynamicFilterOp
 from ..operators.join import InnerJoinOp
 from ..operators.lookup_join import LookupJoinOp
@@ -18,6 +19,7 @@ from ..operators.window_close_aggregate import WindowCloseAggregateOp
 from ..operators.window_close_filter import WindowCloseFilterOp
 from ..sql.plan import (
     Aggregate,
+    Changelog,
     DynamicFilter,
     Join,
     LookupJoin,
@@ -44,6 +46,8 @@ def operator_for(node: Node, ctx):
         return MapOp(node, ctx)
     if isinstance(node, ProjectSet):
         return ProjectSetOp(node, ctx)
+    if isinstance(node, Changelog):
+        return ChangelogOp(node, ctx)
     if isinstance(node, LookupJoin):
         return LookupJoinOp(node, ctx)
     if isinstance(node, DynamicFilter):

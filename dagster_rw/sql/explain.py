@@ -5,7 +5,7 @@ import datetime
 
 from sqlglot import exp
 
-from .plan import NOW, ORDERED_AGGS, ORDERED_SET_AGGS, Aggregate, agg_text, DynamicFilter, Join, LookupJoin, Map, Node, OverWindow, ProjectSet, Scan, TemporalFilter, TopN, UnionAll, Values, WindowCloseAggregate, WindowCloseFilter, cname
+from .plan import NOW, ORDERED_AGGS, ORDERED_SET_AGGS, Aggregate, Changelog, agg_text, DynamicFilter, Join, LookupJoin, Map, Node, OverWindow, ProjectSet, Scan, TemporalFilter, TopN, UnionAll, Values, WindowCloseAggregate, WindowCloseFilter, cname
 
 
 def _named(e: exp.Expression, columns) -> str:
@@ -47,6 +47,8 @@ def _describe(node: Node) -> tuple[str, str]:
         exprs = ", ".join(_named(e, node.child.columns) for e in node.exprs)
         cond = f", where: {_named(node.where, node.child.columns)}" if node.where is not None else ""
         return f"{what} {{ exprs: [{exprs}]{cond} }}", "none"
+    if isinstance(node, Changelog):
+        return "StreamChangeLog { need_op: true }", "none"
     if isinstance(node, ProjectSet):
         args = [_named(node.child.exprs[i], node.child.child.columns)
                 for i in [node.position] + list(range(node.width, node.width + node.extra))]

@@ -75,6 +75,20 @@ class Map(Node):
 
 
 @dataclass(eq=False)
+class Changelog(Node):
+    """RisingWave's changelog CTE (`WITH c AS CHANGELOG FROM t`): every change of its input (a
+    table's or view's scan) as an appended row, with `changelog_op` (1 insert, 2 delete, 3 the new
+    row of an update, 4 its old row) and the epoch of the step that saw it (hidden). Stateless.
+    Columns: the input's, changelog_op, the epoch; stream key: the input's key, the op, the epoch."""
+
+    child: Node | None = None
+
+    @property
+    def children(self):
+        return [self.child]
+
+
+@dataclass(eq=False)
 class ProjectSet(Node):
     """A select list with one set-returning function: each input row becomes one row per element
     of `unnest(array)`, or per value of `generate_series(start, stop[, step])` (PostgreSQL's and

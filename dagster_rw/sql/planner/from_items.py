@@ -7,7 +7,8 @@ from sqlglot import exp
 
 from ... import types as sqltypes
 from ...errors import ProgrammingError
-from ..plan import Col, DynamicFilter, Node, Scan
+from ..changelog import CHANGELOG_ALIAS, CHANGELOG_OP
+from ..plan import Changelog, Col, DynamicFilter, Node, Scan
 from .scope import AliasOnly, Entry, OneRowSide, Scope, resolves
 from .subqueries import at_most_one_row
 
@@ -194,6 +195,11 @@ class FromItems:
                 for j, ident in enumerate(col_alias.columns):
                     names[vis[j]] = ident.name
             entries = [Entry(alias, n, i, group) for i, n in enumerate(names) if not obj.columns[i].hidden]
+            if alias == CHANGELOG_ALIAS:  # WITH c AS CHANGELOG FROM name (sql.changelog)
+                n = len(columns)
+                node = Changelog(columns=columns + [Col(CHANGELOG_OP, "smallint"), Col("_rw_epoch", "bigint", True)],
+                                 stream_key=key + [n, n + 1], child=node)
+                entries.append(Entry(alias, CHANGELOG_OP, n, group))
             return node, Scope(entries)
         if isinstance(item, exp.Subquery):
             sub = self.probe()

@@ -12,6 +12,7 @@ from ..plan import (
     LookupJoin,
     Map,
     Node,
+    Changelog,
     ProjectSet,
     Scan,
     TemporalFilter,
@@ -136,7 +137,7 @@ class Joins:
             return obj is not None and bool(obj.append_only)
         if isinstance(node, LookupJoin):
             return self.append_only(node.left)
-        if isinstance(node, (WindowCloseAggregate, WindowCloseFilter)):  # emits once, never retracts
+        if isinstance(node, (WindowCloseAggregate, WindowCloseFilter, Changelog)):  # emits once, never retracts
             return True
         if isinstance(node, (Map, UnionAll, ProjectSet)) or (
                 isinstance(node, TemporalFilter) and not any(b.is_lower for b in node.bounds)):
