@@ -5,6 +5,14 @@ join key appears in the other side's delta. Without a join key (a cross join, or
 comparisons alone: a nested-loop join) the state is keyed by the stream key and a side's delta
 meets the whole of the other side's state: correct at any size, cheap when that side is small
 (a global aggregate's one row).
+
+A deferred side: a back-fill on Spark keeps no state for the join's larger side when that side is
+a table or view read through filters and projections alone (an option, `deferred_join_state`).
+Such state would be a full copy of the input, sorted by the join key, and is read only when the
+other side changes: while it does not, each step joins the side's change with the other side's
+state (dL join R_old) and writes nothing for it. The first step whose other side changes builds
+the state from the input's own rows as of the step's epoch, L = L_old + dL, and joins it with the
+change: L_old join dR + dL join dR = L join dR. From then on the side is kept as any other.
 """
 from __future__ import annotations
 
@@ -17,7 +25,8 @@ from sqlglot import exp
 
 from .. import types as sqltypes
 from ..engine.duck import quote
-from ..sql.plan import cname
+from ..sql.plan import Map, Scan, TemporalFilter, WindowCloseAggregate, WindowCloseFilter, cname
+from ..storage.catalog import SOURCE
 from .base import (
     Operator,
     W,
@@ -100,8 +109,61 @@ class JoinSides:
         for side, delta, cols in (("left", dl, self.lcols()), ("right", dr, self.rcols())):
             if isinstance(delta, pa.Table) and not delta.num_rows:
                 continue  # (a Spark delta is not counted: that would be a job of its own)
+            if self.is_deferred(side):
+                continue
             table = self.state(side)
             table.stage(partial(state_writes, self.engine, delta, cols, self.side_pk(side), not table.files))
+
+    def state_name(self, side: str) -> str:
+        return f"op{self.node.id}.{side}"
+
+    def is_deferred(self, side: str) -> bool:
+        return self.state_name(side) in self.ctx.deferred
+
+    def deferrable(self, side: str) -> str | None:
+        """The object a side reads when it is that object's rows through filters and projections
+        that record nothing (whose state can be built later from the object's own), else None."""
+        node = self.node.left if side == "left" else self.node.right
+        while isinstance(node, Map) and node.non_strict is None:
+            node = node.child
+        if isinstance(node, Scan) and self.ctx.wh.catalog().get(node.source).kind != SOURCE:
+            return node.source
+        return None
+
+    def side_changed(self, side: str, delta) -> bool:
+        """Whether a side's delta has rows (a back-fill's count as none here): counted in-process;
+        on Spark (where counting is a job of its own), whether an object it reads committed
+        changes in the step's epochs, when nothing else (a clock, a watermark) can change it."""
+        if self.ctx.backfill:
+            return False
+        if isinstance(delta, pa.Table):
+            return delta.num_rows > 0
+        node = self.node.left if side == "left" else self.node.right
+        leaves = [n for n in node.walk() if not n.children]
+        if all(isinstance(n, Scan) for n in leaves) and not any(
+                isinstance(n, (TemporalFilter, WindowCloseFilter, WindowCloseAggregate)) for n in node.walk()):
+            return any(self.ctx.input_changed(n.source) for n in leaves)
+        return True
+
+    def defer_at_backfill(self) -> None:
+        """A back-fill (on Spark) leaves the larger deferrable side's state unbuilt."""
+        if not self.ctx.may_defer:
+            return
+        sizes = {side: self.ctx.object_rows(src) for side in ("left", "right")
+                 if (src := self.deferrable(side)) is not None}
+        if sizes:
+            side = max(sizes, key=lambda s: (sizes[s], s == "left"))
+            self.ctx.deferred.append(self.state_name(side))
+
+    def build_deferred(self, side: str):
+        """A deferred side's rows as of the step's epoch (its change included), staged as its
+        state's first writes: from now on the side is kept."""
+        node, cols = (self.node.left, self.lcols()) if side == "left" else (self.node.right, self.rcols())
+        rows = self.engine.shared(self.ctx.rows_at_target(node))
+        self.ctx.deferred.remove(self.state_name(side))
+        table = self.state(side)
+        table.stage(partial(state_writes, self.engine, rows, cols, self.side_pk(side), True))
+        return rows
 
     def keys_of(self, delta, cols: list[str], as_names: list[str]):
         """The join keys of a delta's rows under the other side's names (NULL keys never match)."""
@@ -125,6 +187,12 @@ class InnerJoinOp(JoinSides, Operator):
     def apply(self, inputs):
         dl, dr = self.shared(*inputs)  # read by the lookups, the join and the state writes
         changed_l, changed_r = (not isinstance(d, pa.Table) or d.num_rows > 0 for d in (dl, dr))
+        if self.ctx.backfill:
+            self.defer_at_backfill()
+        if self.is_deferred("left") and self.side_changed("right", dr):  # L_old join dR + dL join dR = L join dR
+            return self.with_built_side("left", dl, dr, changed_l)
+        if self.is_deferred("right") and self.side_changed("left", dl):
+            return self.with_built_side("right", dr, dl, changed_r)
         cond = self.condition()
         parts, rels = [], {"dl": dl, "dr": dr}
         # an empty side's old state joins nothing (a backfill): its term is left out of the plan
@@ -148,6 +216,27 @@ class InnerJoinOp(JoinSides, Operator):
             return delta_schema(self.node).empty_table()
         out = self.sql(" UNION ALL ".join(parts), **rels)
         return self.consolidated(out, out_cols)
+
+    def with_built_side(self, side: str, own, other, own_changed: bool):
+        """A step whose other side changed while `side` is deferred: the side's state is built, and
+        the output is d_side join Other_old (when the side changed) + Side join d_other."""
+        rows = self.build_deferred(side)
+        cond = self.condition()
+        left = side == "left"
+        other_side = "right" if left else "left"
+        parts, rels = [], {"own": own, "other": other, "rows": rows}
+        l_, r_ = ("own", "oh") if left else ("oh", "own")
+        if own_changed and self.state(other_side).files:  # dSide join Other_old
+            rels["oh"] = self.with_unit_weight(self.matching(other_side, own), self.lcols() if not left else self.rcols())
+            w = f"{'l' if left else 'r'}.{W}"
+            parts.append(f"SELECT {self.output_select(w)} FROM {l_} l JOIN {r_} r ON {cond}")
+        l_, r_ = ("rows", "other") if left else ("other", "rows")
+        parts.append(f"SELECT {self.output_select(f'l.{W} * r.{W}')} FROM {l_} l JOIN {r_} r ON {cond}")
+        other_cols = self.rcols() if left else self.lcols()
+        table = self.state(other_side)
+        table.stage(partial(state_writes, self.engine, other, other_cols, self.side_pk(other_side), not table.files))
+        out = self.sql(" UNION ALL ".join(parts), **rels)
+        return self.consolidated(out, [cname(i) for i in range(len(self.node.columns))])
 
     def matching(self, side: str, other_delta):
         """The rows of a side's state that the other side's delta may meet: those with its join

@@ -42,6 +42,9 @@ class Options:
     source_spark_threshold_records: int = 500_000  # with 'auto', source steps reading more records use Spark tasks
     spark_file_bytes: int = 128 << 20  # what a Spark step aims at per output file (rows as Arrow holds them)
     spark_broadcast_rows: int = 1_000_000  # a Spark step reading at most this many change rows broadcasts them
+    # a back-fill on Spark leaves the state of a join's larger side (a table or view read through
+    # filters and projections) unbuilt until the other side first changes (operators/join.py)
+    deferred_join_state: bool = True
     source_split_records: int = 100_000  # records per Spark task (split) of a source step
     source_split_bytes: int = 32 << 20  # bytes of a file per piece (Spark task) of a file source step
     source_spark_threshold_bytes: int = 256 << 20  # with 'auto', file source steps reading more use Spark tasks

@@ -31,6 +31,7 @@ from ..operators.base import (
     rows_equal,
     state_writes,
 )
+from ..sql.plan import Node, Scan
 from ..storage import sst_cache
 from ..storage.catalog import SOURCE, TABLE, CatalogObject
 from ..storage.manifest import Manifest, SstFile
@@ -88,6 +89,7 @@ class StepContext:
         self.written: dict = {}  # state table -> (future of) its file, written while later operators run
         self.ready: dict = {}  # state table -> (future of) its file-to-be (PreparedSst), once sorted and named
         self.unconsolidated: set[int] = set()  # nodes whose output deltas need no consolidation
+        self.deferred: list[str] = list(m.deferred)  # state tables not built yet (operators.join)
 
     def operator_done(self, op_id: int) -> None:
         """An operator has staged all its state writes: in-process, write its files now, on the
@@ -129,6 +131,47 @@ class StepContext:
             written = _writers().submit(write)
         self.written[name] = written
         written.add_done_callback(lambda done: _index_ahead(table, done))
+
+    @property
+    def may_defer(self) -> bool:
+        """Whether a back-fill may leave a join side's state unbuilt (operators.join): on Spark,
+        where that state is a full copy of a large input, unless the connection says otherwise."""
+        return self.backfill and self.engine is not self.wh.engine and self.wh.options["deferred_join_state"]
+
+    def input_changed(self, source: str) -> bool:
+        """Whether input `source` committed changes in this step's epochs (from its manifest)."""
+        sm = self.wh.manifest(source, provisional=not self.backfill and self.engine is self.wh.engine)
+        return _changes_between(sm, self.manifest.epoch, self.target)
+
+    def object_rows(self, name: str) -> int:
+        """The rows object `name` holds, from its manifest."""
+        return sum(f.rows for f in self.wh.manifest(name).state.get(OUTPUT, []))
+
+    def rows_at_target(self, side: Node):
+        """A join side's whole relation as of this step's epoch, with weight 1: its stateless
+        maps over the rows of the object it scans, read from that object's state, less the changes
+        it committed after the step's epoch (the step's own input change is included)."""
+        scan = next(n for n in side.walk() if isinstance(n, Scan))
+        src = self.wh.catalog().get(scan.source)
+        if self.engine is self.wh.engine:
+            self.wh.settle([scan.source])  # its FLUSH's commit, in flight: its files complete
+        sm = self.wh.manifest(scan.source)
+        cols = [c.name for c in src.columns]
+        snap = output_table(self.wh, src, sm, self.engine).read_all()
+        if any(f.epoch_from < self.target < f.epoch_to for f in sm.changelog):
+            raise IntegrityError(f"{self.obj.name}: the change log of {scan.source!r} has no boundary at epoch "
+                                 f"{self.target}, where the join side's state is built")
+        later = [f for f in sm.changelog if f.epoch_from >= self.target]
+        if later:  # the input moved on past this step: take its later changes back out
+            rel = self._change_files(scan.source, src, later)
+            snap = self.engine.sql(
+                f"SELECT {col_list(cols)}, CAST(sum({W}) AS BIGINT) AS {W} FROM ("
+                f"SELECT {col_list(cols)}, CAST(1 AS BIGINT) AS {W} FROM s UNION ALL "
+                f"SELECT {col_list(cols)}, -{W} AS {W} FROM c) GROUP BY {col_list(cols)} HAVING sum({W}) <> 0",
+                s=snap, c=rel)
+        else:
+            snap = self.engine.sql(f"SELECT {col_list(cols)}, CAST(1 AS BIGINT) AS {W} FROM s", s=snap)
+        return dataflow.run(side, _SnapshotContext(self, scan.source, snap))
 
     def watermark(self, source: str, epoch: int) -> int | None:
         """The watermark of `source` as of `epoch` (microseconds since 1970; None: no event yet)."""
@@ -186,6 +229,12 @@ class StepContext:
                         del _changes[next(iter(_changes))]
         return rel
 
+    def _change_files(self, source: str, src: CatalogObject, files: list[SstFile]):
+        if self.engine is self.wh.engine:  # in-process: the decoded files, shared with other readers
+            return self._changes_read(source, src, files)
+        return ParquetScan(tuple(f.key for f in files), changelog_schema(src), self.wh.store,
+                           rows=sum(f.rows for f in files))
+
     def input_delta(self, source: str):
         src = self.wh.catalog().get(source)
         # a table committing in the background (a FLUSH) is read from this process's cache
@@ -199,11 +248,7 @@ class StepContext:
             rel = self.engine.sql(f"SELECT {col_list(cols)}, CAST(1 AS BIGINT) AS {W} FROM rw_snap", rw_snap=snap)
         else:
             files = [f for f in sm.changelog if f.epoch_from >= self.manifest.epoch and f.epoch_to <= self.target]
-            if self.engine is self.wh.engine:  # in-process: the decoded files, shared with other readers
-                rel = self._changes_read(source, src, files)
-            else:
-                rel = ParquetScan(tuple(f.key for f in files), changelog_schema(src), self.wh.store,
-                                  rows=sum(f.rows for f in files))
+            rel = self._change_files(source, src, files)
             if len(files) > 1:
                 rel = consolidate(self.engine, rel, cols)
         if isinstance(rel, pa.Table):
@@ -211,6 +256,23 @@ class StepContext:
         else:  # on Spark, the rows of the files read (counting them would be a job of its own)
             self.rows_in += sum(f.rows for f in (sm.state.get(OUTPUT, []) if self.backfill else files))
         return rel
+
+
+class _SnapshotContext:
+    """A step's context in which one object's input delta is its whole relation (rows_at_target)."""
+
+    def __init__(self, ctx: StepContext, source: str, rows):
+        self._ctx, self._source, self._rows = ctx, source, rows
+
+    def input_delta(self, source: str):
+        assert source == self._source
+        return self._rows
+
+    def operator_done(self, op_id: int) -> None:
+        pass
+
+    def __getattr__(self, name):
+        return getattr(self._ctx, name)
 
 
 def spark_join_strategy(wh: StepWarehouse, change_rows: int) -> str:
@@ -252,7 +314,7 @@ def refresh_view(wh: StepWarehouse, obj: CatalogObject, plan) -> int:
                 _changes_between(wh.manifest(i, provisional=True), m.epoch, target) for i in obj.inputs):
             return _advance_idle(wh, obj, m, target, time.perf_counter())
     t0 = time.perf_counter()
-    rows = _input_rows(wh, obj, m, backfill, target)
+    rows = _input_rows(wh, obj, m, backfill, target) + _deferred_builds(wh, m, plan, target)
     ctx = StepContext(wh, obj, m, target, backfill, wh.step_engine(rows), rows)
     if ctx.engine is not wh.engine:
         wh.settle(obj.inputs)  # Spark reads the inputs' files: they must be written
@@ -345,6 +407,21 @@ def _input_rows(wh: StepWarehouse, obj: CatalogObject, m: Manifest, backfill: bo
         else:
             total += sum(f.rows for f in im.changelog if f.epoch_from >= m.epoch and f.epoch_to <= target)
     return total
+
+
+def _deferred_builds(wh: StepWarehouse, m: Manifest, plan, target: int) -> int:
+    """The rows of the inputs whose deferred join side this step will build (operators.join): those
+    whose join's other side reads an input that changed."""
+    rows = 0
+    for name in m.deferred:
+        op_id, side = name[2:].split(".")
+        join = next(n for n in plan.walk() if n.id == int(op_id))
+        own, other = (join.left, join.right) if side == "left" else (join.right, join.left)
+        if any(_changes_between(wh.manifest(n.source, provisional=True), m.epoch, target)
+               for n in other.walk() if isinstance(n, Scan)):
+            scan = next(n for n in own.walk() if isinstance(n, Scan))
+            rows += sum(f.rows for f in wh.manifest(scan.source, provisional=True).state.get(OUTPUT, []))
+    return rows
 
 
 def _batch_rows(wh: StepWarehouse, keys: list[str]) -> int:
@@ -540,11 +617,12 @@ def _commit_output(wh: StepWarehouse, obj: CatalogObject, m: Manifest, ctx: Step
             state={**m.state, **{n: list(t.files) + ([prepared[n].provisional()] if prepared[n] else [])
                                  for n, t in tables.items()}},
             changelog=list(m.changelog) + ([prepared[None].provisional()] if changed else []),
-            garbage=m.garbage, positions=m.positions)
+            garbage=m.garbage, positions=m.positions, deferred=ctx.deferred)
 
         def finish() -> int:
             written = {k: (futures[k].result() if k in futures else None) for k in prepared}
-            return _finish_commit(wh, obj, m, ctx.rows_in, ctx.engine, tables, written, counts, start, target, t0)
+            return _finish_commit(wh, obj, m, ctx.rows_in, ctx.engine, tables, written, counts, start, target, t0,
+                                  ctx.deferred)
 
         wh.defer_commit(obj.name, provisional, finish)
         return target
@@ -560,13 +638,15 @@ def _commit_output(wh: StepWarehouse, obj: CatalogObject, m: Manifest, ctx: Step
             if name is not None and written[name] is not None:
                 _indexer().submit(tables[name].index_ahead, written[name])
     written.update({name: future.result() for name, future in early.items()})
-    return _finish_commit(wh, obj, m, ctx.rows_in, ctx.engine, tables, written, counts, start, target, t0)
+    return _finish_commit(wh, obj, m, ctx.rows_in, ctx.engine, tables, written, counts, start, target, t0,
+                          ctx.deferred)
 
 
 def _finish_commit(wh: StepWarehouse, obj: CatalogObject, m: Manifest, rows_in: int | None, engine, tables: dict,
-                   written: dict, counts: dict, start: int, target: int, t0: float) -> int:
+                   written: dict, counts: dict, start: int, target: int, t0: float, deferred=None) -> int:
     """Commit the step's manifest: its new files (`written`, by state table; None: the change log),
-    merges the compactor chose, change files every consumer has read let go, and the step's stats."""
+    merges the compactor chose, change files every consumer has read let go, and the step's stats
+    (`deferred`: the state tables left unbuilt after the step, when it ran operators)."""
     state = dict(m.state)
     dropped: list[str] = []
     for name, table in tables.items():
@@ -580,7 +660,7 @@ def _finish_commit(wh: StepWarehouse, obj: CatalogObject, m: Manifest, rows_in: 
     keep = [f for f in changelog if f.epoch_to > watermark]
     dropped.extend(f.key for f in changelog if f.epoch_to <= watermark)
     nxt = Manifest(object=obj.name, version=m.version, epoch=target, state=state, changelog=keep,
-                   garbage=m.garbage, positions=m.positions)
+                   garbage=m.garbage, positions=m.positions, deferred=list(m.deferred if deferred is None else deferred))
     previous_rows = m.stats.get("row_count", None if m.state.get(OUTPUT) else 0) if m.exists else 0
     nxt.stats = {
         # exact: a consolidated step delta inserts and deletes whole rows of the output

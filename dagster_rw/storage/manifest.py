@@ -63,6 +63,9 @@ class Manifest:
     garbage: list[dict] = field(default_factory=list)  # files no longer listed, deleted after a grace period
     stats: dict = field(default_factory=dict)  # figures of the last step, for status and Dagster metadata
     positions: dict = field(default_factory=dict)  # per-input positions (sources, sinks)
+    # state tables not built yet: a join side kept as its input's own rows until the other side
+    # first changes (operators.join), by name (`op<id>.<table>`)
+    deferred: list[str] = field(default_factory=list)
 
     @property
     def exists(self) -> bool:
@@ -72,7 +75,8 @@ class Manifest:
         return {"object": self.object, "version": self.version, "epoch": self.epoch,
                 "state": {k: [f.to_json() for f in v] for k, v in self.state.items()},
                 "changelog": [f.to_json() for f in self.changelog], "garbage": list(self.garbage),
-                "stats": dict(self.stats), "positions": self.positions}
+                "stats": dict(self.stats), "positions": self.positions,
+                **({"deferred": list(self.deferred)} if self.deferred else {})}
 
     @classmethod
     def from_json(cls, d: dict) -> Manifest:
@@ -85,6 +89,7 @@ class Manifest:
             garbage=d.get("garbage", []),
             stats=d.get("stats", {}),
             positions=d.get("positions", {}),
+            deferred=list(d.get("deferred", [])),
         )
 
     def state_rows(self) -> int:
@@ -118,6 +123,7 @@ def successor(manifest: Manifest, dropped: list[str], grace_seconds: float) -> t
     nxt = Manifest(
         object=manifest.object, version=manifest.version + 1, epoch=manifest.epoch, state=manifest.state,
         changelog=manifest.changelog, garbage=keep, stats=manifest.stats, positions=manifest.positions,
+        deferred=manifest.deferred,
     )
     return nxt, [g["key"] for g in expired] + ([] if grace_seconds > 0 else list(dropped))
 
