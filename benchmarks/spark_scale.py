@@ -9,7 +9,10 @@ The view is incremental_vs_full.py's join + aggregate with a MAX:
 Per size, on a local Spark (`local[2]`, driver heap `--driver-memory`, 1g by default) and a local
 warehouse: load the visits in 5M-row inserts and apply them in one FLUSH (a large table step on
 Spark), CREATE the view (its backfill), then change 10% of the visits (rows replaced by new random
-rows, by key) and FLUSH (a large epoch through the join and the aggregate). In the same process,
+rows, by key) and FLUSH (a large epoch through the join and the aggregate), then change one product's
+category and FLUSH: the first change of `info`, the epoch that builds the visits' join state, which
+the backfill defers (`deferred_join_state`; `--eager-join-state` builds it in the backfill instead).
+In the same process,
 Spark runs the view's query in batch over the same tables' files (warm: the best of three). Prints
 each time, the ratios, the number of files each step wrote, and the driver's peak memory: the
 Python process's and the JVM's resident set (VmHWM) and the JVM heap's peak use.
@@ -140,10 +143,20 @@ def run_size(spark, warehouse: str, rows: int, **options) -> None:
     print(f"    10% epoch ({change:,} rows replaced) {epoch.wall:.1f}s; Spark batch query {batch:.1f}s; "
           f"epoch / batch = {epoch.wall / batch:.2f}x; CPU seconds {epoch.cpu:.1f} / {batch_cpu:.1f} = "
           f"{epoch.cpu / batch_cpu:.2f}x", flush=True)
+    check(spark, conn)
+    conn.execute("UPDATE info SET category = category + 1 WHERE product = 1")
+    with Phase() as other:
+        conn.flush()
+    print(f"    first change of info (one row; builds the visits' join state when the backfill deferred it) "
+          f"{other.wall:.1f}s, {other.cpu:.1f} CPU s (files: {files_of(conn, 'longest_visit')})", flush=True)
+    check(spark, conn)
+    conn.close()
+
+
+def check(spark, conn) -> None:
     got = sorted(conn.execute("SELECT * FROM longest_visit").fetchall())
     want = sorted(tuple(r) for r in spark.sql(VIEW).collect())
     assert got == want, "the view differs from Spark's batch answer"
-    conn.close()
 
 
 def main(argv: list[str]) -> int:
@@ -151,16 +164,18 @@ def main(argv: list[str]) -> int:
     parser.add_argument("sizes", nargs="*", type=int)
     parser.add_argument("--driver-memory", default="1g")
     parser.add_argument("--cluster-s3", type=int, default=None, metavar="ROWS")
+    parser.add_argument("--eager-join-state", action="store_true", help="build every join side in the backfill")
     args = parser.parse_args(argv)
+    options = {"deferred_join_state": False} if args.eager_join_state else {}
     root = os.environ.get("BENCH_DIR") or tempfile.mkdtemp(prefix="rw_spark_scale_", dir="/var/tmp")
     if args.cluster_s3:
-        return cluster_s3(args.cluster_s3, root, args.driver_memory)
+        return cluster_s3(args.cluster_s3, root, args.driver_memory, options)
     spark = local_session(conf={"spark.driver.memory": args.driver_memory, "spark.local.dir": root})
     memory = DriverMemory(spark)
     for rows in args.sizes or [50_000_000, 200_000_000]:
         wh = os.path.join(root, f"wh_{rows}")
         shutil.rmtree(wh, ignore_errors=True)
-        run_size(spark, wh, rows)
+        run_size(spark, wh, rows, **options)
         shutil.rmtree(wh, ignore_errors=True)
         print("    " + memory.report(), flush=True)
     memory.stop()
@@ -168,7 +183,7 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def cluster_s3(rows: int, root: str, driver_memory: str) -> int:
+def cluster_s3(rows: int, root: str, driver_memory: str, options: dict) -> int:
     MotoS3 = _suite_module("s3_server").MotoS3
     SparkCluster = _suite_module("spark_cluster").SparkCluster
 
@@ -180,7 +195,7 @@ def cluster_s3(rows: int, root: str, driver_memory: str) -> int:
         memory = DriverMemory(spark)
         print(f"standalone cluster, worker with its own /tmp: {cluster.private_tmp}; warehouse on moto's S3",
               flush=True)
-        run_size(spark, "s3://bench/wh", rows, s3_endpoint_url=s3.endpoint)
+        run_size(spark, "s3://bench/wh", rows, s3_endpoint_url=s3.endpoint, **options)
         print("    " + memory.report(), flush=True)
         memory.stop()
         spark.stop()

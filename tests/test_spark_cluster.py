@@ -144,8 +144,9 @@ def test_differential_workload_over_spark_connect_with_an_s3_warehouse(tmp_path,
 
 
 def test_a_spark_step_broadcasts_a_small_change_and_shuffles_a_large_one(spark, tmp_path):
-    """The choice is by the change's size (manifests tell it, no job needed); status and the
-    step's figures say which was made; the view is right either way."""
+    """The choice is by the change's size (manifests tell it, no job needed), counting the rows of
+    a deferred join side the step builds; status and the step's figures say which was made; the
+    view is right either way."""
     from oracle import Oracle, assert_same
 
     conn = dagster_rw.connect(str(tmp_path / "wh"), spark=spark, engine="spark", spark_broadcast_rows=50)
@@ -166,12 +167,14 @@ def test_a_spark_step_broadcasts_a_small_change_and_shuffles_a_large_one(spark, 
     oracle.execute(f"CREATE VIEW m AS {view}")
     assert conn.wh.status(["m"])[0]["spark_joins"] == "shuffle"  # the backfill reads 209 rows
     assert_same(conn.execute("SELECT * FROM m").fetchall(), oracle.rows("SELECT * FROM m"), "m after its backfill")
-    for sql in ("UPDATE t SET v = 100 WHERE id = 3", "DELETE FROM d WHERE k = 4"):
+    # the backfill deferred t's join state (operators/join.py): an epoch of d builds it, reading t whole
+    for sql, joins in (("UPDATE t SET v = 100 WHERE id = 3", "broadcast"), ("DELETE FROM d WHERE k = 4", "shuffle"),
+                       ("UPDATE d SET name = 'n0' WHERE k = 5", "broadcast")):
         conn.execute(sql)
         oracle.execute(sql)
-    conn.execute("FLUSH")
-    assert conn.wh.status(["m"])[0]["spark_joins"] == "broadcast"
-    assert_same(conn.execute("SELECT * FROM m").fetchall(), oracle.rows("SELECT * FROM m"), "m after a small epoch")
+        conn.execute("FLUSH")
+        assert conn.wh.status(["m"])[0]["spark_joins"] == joins, sql
+        assert_same(conn.execute("SELECT * FROM m").fetchall(), oracle.rows("SELECT * FROM m"), f"m after {sql}")
 
 
 def test_a_large_change_is_hash_joined_in_partitions_of_bounded_size(spark, tmp_path, monkeypatch):
