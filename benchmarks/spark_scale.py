@@ -83,13 +83,7 @@ class DriverMemory:
 def spark_batch(spark, conn) -> tuple[float, float]:
     """The view's query run in batch by Spark over the tables' current files (newest versions):
     the best wall-clock time of three runs, and the CPU seconds of one."""
-    engine = conn.wh.spark_engine()
-    for name in ("visit", "info"):
-        from dagster_rw.runtime.step import output_table
-
-        obj = conn.wh.catalog().get(name)
-        engine.sql("SELECT * FROM s", s=output_table(conn.wh, obj, conn.wh.manifest(name), engine)
-                   .read_all()).createOrReplaceTempView(name)
+    register(conn)
     times, cpu = [], []
     for _ in range(3):
         t0, c0 = time.perf_counter(), tree_cpu_seconds()
@@ -153,7 +147,19 @@ def run_size(spark, warehouse: str, rows: int, **options) -> None:
     conn.close()
 
 
+def register(conn) -> None:
+    """The tables' current files (newest versions) as Spark's temporary views of their names."""
+    from dagster_rw.runtime.step import output_table
+
+    engine = conn.wh.spark_engine()
+    for name in ("visit", "info"):
+        obj = conn.wh.catalog().get(name)
+        engine.sql("SELECT * FROM s", s=output_table(conn.wh, obj, conn.wh.manifest(name), engine)
+                   .read_all()).createOrReplaceTempView(name)
+
+
 def check(spark, conn) -> None:
+    register(conn)
     got = sorted(conn.execute("SELECT * FROM longest_visit").fetchall())
     want = sorted(tuple(r) for r in spark.sql(VIEW).collect())
     assert got == want, "the view differs from Spark's batch answer"

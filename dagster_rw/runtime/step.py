@@ -158,6 +158,9 @@ class StepContext:
         sm = self.wh.manifest(scan.source)
         cols = [c.name for c in src.columns]
         snap = output_table(self.wh, src, sm, self.engine).read_all()
+        if sm.epoch < self.target:
+            raise IntegrityError(f"{self.obj.name}: {scan.source!r} has committed epoch {sm.epoch}, before epoch "
+                                 f"{self.target}, where the join side's state is built")
         if any(f.epoch_from < self.target < f.epoch_to for f in sm.changelog):
             raise IntegrityError(f"{self.obj.name}: the change log of {scan.source!r} has no boundary at epoch "
                                  f"{self.target}, where the join side's state is built")
