@@ -187,8 +187,7 @@ class InnerJoinOp(JoinSides, Operator):
     def apply(self, inputs):
         dl, dr = self.shared(*inputs)  # read by the lookups, the join and the state writes
         changed_l, changed_r = (not isinstance(d, pa.Table) or d.num_rows > 0 for d in (dl, dr))
-        if self.ctx.backfill:
-            self.defer_at_backfill()
+        self.defer_at_backfill()
         if self.is_deferred("left") and self.side_changed("right", dr):  # L_old join dR + dL join dR = L join dR
             return self.with_built_side("left", dl, dr, changed_l)
         if self.is_deferred("right") and self.side_changed("left", dl):
@@ -224,15 +223,15 @@ class InnerJoinOp(JoinSides, Operator):
         cond = self.condition()
         left = side == "left"
         other_side = "right" if left else "left"
+        other_cols = self.rcols() if left else self.lcols()
         parts, rels = [], {"own": own, "other": other, "rows": rows}
         l_, r_ = ("own", "oh") if left else ("oh", "own")
         if own_changed and self.state(other_side).files:  # dSide join Other_old
-            rels["oh"] = self.with_unit_weight(self.matching(other_side, own), self.lcols() if not left else self.rcols())
+            rels["oh"] = self.with_unit_weight(self.matching(other_side, own), other_cols)
             w = f"{'l' if left else 'r'}.{W}"
             parts.append(f"SELECT {self.output_select(w)} FROM {l_} l JOIN {r_} r ON {cond}")
         l_, r_ = ("rows", "other") if left else ("other", "rows")
         parts.append(f"SELECT {self.output_select(f'l.{W} * r.{W}')} FROM {l_} l JOIN {r_} r ON {cond}")
-        other_cols = self.rcols() if left else self.lcols()
         table = self.state(other_side)
         table.stage(partial(state_writes, self.engine, other, other_cols, self.side_pk(other_side), not table.files))
         out = self.sql(" UNION ALL ".join(parts), **rels)

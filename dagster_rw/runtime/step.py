@@ -157,7 +157,7 @@ class StepContext:
             self.wh.settle([scan.source])  # its FLUSH's commit, in flight: its files complete
         sm = self.wh.manifest(scan.source)
         cols = [c.name for c in src.columns]
-        snap = output_table(self.wh, src, sm, self.engine).read_all()
+        snap = self._whole(src, sm)
         if sm.epoch < self.target:
             raise IntegrityError(f"{self.obj.name}: {scan.source!r} has committed epoch {sm.epoch}, before epoch "
                                  f"{self.target}, where the join side's state is built")
@@ -169,11 +169,9 @@ class StepContext:
             rel = self._change_files(scan.source, src, later)
             snap = self.engine.sql(
                 f"SELECT {col_list(cols)}, CAST(sum({W}) AS BIGINT) AS {W} FROM ("
-                f"SELECT {col_list(cols)}, CAST(1 AS BIGINT) AS {W} FROM s UNION ALL "
+                f"SELECT {col_list(cols)}, {W} FROM s UNION ALL "
                 f"SELECT {col_list(cols)}, -{W} AS {W} FROM c) GROUP BY {col_list(cols)} HAVING sum({W}) <> 0",
                 s=snap, c=rel)
-        else:
-            snap = self.engine.sql(f"SELECT {col_list(cols)}, CAST(1 AS BIGINT) AS {W} FROM s", s=snap)
         return dataflow.run(side, _SnapshotContext(self, scan.source, snap))
 
     def watermark(self, source: str, epoch: int) -> int | None:
@@ -232,6 +230,12 @@ class StepContext:
                         del _changes[next(iter(_changes))]
         return rel
 
+    def _whole(self, src: CatalogObject, sm: Manifest):
+        """An object's committed rows (its state under manifest `sm`), each with weight 1."""
+        snap = output_table(self.wh, src, sm, self.engine).read_all()
+        cols = [c.name for c in src.columns]
+        return self.engine.sql(f"SELECT {col_list(cols)}, CAST(1 AS BIGINT) AS {W} FROM rw_snap", rw_snap=snap)
+
     def _change_files(self, source: str, src: CatalogObject, files: list[SstFile]):
         if self.engine is self.wh.engine:  # in-process: the decoded files, shared with other readers
             return self._changes_read(source, src, files)
@@ -245,10 +249,10 @@ class StepContext:
         cols = [c.name for c in src.columns]
         if self.backfill:
             if src.kind == SOURCE:  # a source stores no rows: its snapshot is read again from Kafka
-                snap = self.wh.snapshot(source)
+                rel = self.engine.sql(f"SELECT {col_list(cols)}, CAST(1 AS BIGINT) AS {W} FROM rw_snap",
+                                      rw_snap=self.wh.snapshot(source))
             else:
-                snap = output_table(self.wh, src, sm, self.engine).read_all()
-            rel = self.engine.sql(f"SELECT {col_list(cols)}, CAST(1 AS BIGINT) AS {W} FROM rw_snap", rw_snap=snap)
+                rel = self._whole(src, sm)
         else:
             files = [f for f in sm.changelog if f.epoch_from >= self.manifest.epoch and f.epoch_to <= self.target]
             rel = self._change_files(source, src, files)
