@@ -9,6 +9,9 @@ PRODUCTS = 100_000
 CATEGORIES = 1_000
 VIEW = ("SELECT i.category, count(*) AS visits, sum(v.length) AS total, max(v.length) AS longest "
         "FROM visit v JOIN info i ON v.product = i.product GROUP BY i.category")
+# what the view's MAX keeps per group beside the result: how many joined rows have each length
+VALUE_COUNTS = ("SELECT i.category, v.length, count(*) AS copies "
+                "FROM visit v JOIN info i ON v.product = i.product GROUP BY i.category, v.length")
 
 
 def visits(rng, ids: np.ndarray) -> pa.Table:
