@@ -187,8 +187,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--driver-memory", default="1g")
     parser.add_argument("--cluster-s3", type=int, default=None, metavar="ROWS")
     parser.add_argument("--eager-join-state", action="store_true", help="build every join side in the backfill")
+    parser.add_argument("--eager-value-counts", action="store_true", help="build MAX's value counts in the backfill")
     args = parser.parse_args(argv)
-    options = {"deferred_join_state": False} if args.eager_join_state else {}
+    options = {**({"deferred_join_state": False} if args.eager_join_state else {}),
+               **({"deferred_value_counts": False} if args.eager_value_counts else {})}
     root = os.environ.get("BENCH_DIR") or tempfile.mkdtemp(prefix="rw_spark_scale_", dir="/var/tmp")
     if args.cluster_s3:
         return cluster_s3(args.cluster_s3, root, args.driver_memory, options)

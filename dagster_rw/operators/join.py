@@ -147,7 +147,7 @@ class JoinSides:
 
     def defer_at_backfill(self) -> None:
         """A back-fill (on Spark) leaves the larger deferrable side's state unbuilt."""
-        if not self.ctx.may_defer:
+        if not self.ctx.may_defer("join_state"):
             return
         sizes = {side: self.ctx.object_rows(src) for side in ("left", "right")
                  if (src := self.deferrable(side)) is not None}

@@ -45,6 +45,10 @@ class Options:
     # a back-fill on Spark leaves the state of a join's larger side (a table or view read through
     # filters and projections) unbuilt until the other side first changes (operators/join.py)
     deferred_join_state: bool = True
+    # a back-fill on Spark leaves the value counts of a grouped MIN/MAX unbuilt (where its input is
+    # tables and views through maps and inner joins) until a step first takes rows away from it
+    # (operators/aggregate/extremes.py)
+    deferred_value_counts: bool = True
     source_split_records: int = 100_000  # records per Spark task (split) of a source step
     source_split_bytes: int = 32 << 20  # bytes of a file per piece (Spark task) of a file source step
     source_spark_threshold_bytes: int = 256 << 20  # with 'auto', file source steps reading more use Spark tasks

@@ -31,7 +31,7 @@ from ..operators.base import (
     rows_equal,
     state_writes,
 )
-from ..sql.plan import Node, Scan
+from ..sql.plan import Join, Map, Node, Scan
 from ..storage import sst_cache
 from ..storage.catalog import SOURCE, TABLE, CatalogObject
 from ..storage.manifest import Manifest, SstFile
@@ -132,11 +132,26 @@ class StepContext:
         self.written[name] = written
         written.add_done_callback(lambda done: _index_ahead(table, done))
 
-    @property
-    def may_defer(self) -> bool:
-        """Whether a back-fill may leave a join side's state unbuilt (operators.join): on Spark,
-        where that state is a full copy of a large input, unless the connection says otherwise."""
-        return self.backfill and self.engine is not self.wh.engine and self.wh.options["deferred_join_state"]
+    def may_defer(self, what: str) -> bool:
+        """Whether a back-fill may leave state of kind `what` unbuilt ("join_state": a join side's,
+        operators.join; "value_counts": MIN/MAX's, operators.aggregate): on Spark, where that state
+        costs a pass over a large input, unless the connection's `deferred_<what>` says otherwise."""
+        return self.backfill and self.engine is not self.wh.engine and self.wh.options[f"deferred_{what}"]
+
+    def batch_computable(self, node: Node) -> bool:
+        """Whether a subplan's whole output can be computed in batch from its inputs' rows alone
+        (relation_at_target): scans of tables and views, maps that record nothing (no non-strict
+        errors), inner joins."""
+        for n in node.walk():
+            if isinstance(n, Scan):
+                if self.wh.catalog().get(n.source).kind == SOURCE:
+                    return False
+            elif isinstance(n, Map):
+                if n.non_strict is not None:
+                    return False
+            elif not (type(n) is Join and n.kind == "inner"):
+                return False
+        return True
 
     def input_changed(self, source: str) -> bool:
         """Whether input `source` committed changes in this step's epochs (from its manifest)."""
@@ -147,32 +162,45 @@ class StepContext:
         """The rows object `name` holds, from its manifest."""
         return sum(f.rows for f in self.wh.manifest(name).state.get(OUTPUT, []))
 
-    def rows_at_target(self, side: Node):
-        """A join side's whole relation as of this step's epoch, with weight 1: its stateless
-        maps over the rows of the object it scans, read from that object's state, less the changes
-        it committed after the step's epoch (the step's own input change is included)."""
-        scan = next(n for n in side.walk() if isinstance(n, Scan))
-        src = self.wh.catalog().get(scan.source)
+    def object_at_target(self, source: str):
+        """Object `source`'s whole relation as of this step's epoch, each row with weight 1: its
+        state less the changes it committed after the step's epoch (the step's own input change is
+        included)."""
+        src = self.wh.catalog().get(source)
         if self.engine is self.wh.engine:
-            self.wh.settle([scan.source])  # its FLUSH's commit, in flight: its files complete
-        sm = self.wh.manifest(scan.source)
+            self.wh.settle([source])  # its FLUSH's commit, in flight: its files complete
+        sm = self.wh.manifest(source)
         cols = [c.name for c in src.columns]
         snap = self._whole(src, sm)
         if sm.epoch < self.target:
-            raise IntegrityError(f"{self.obj.name}: {scan.source!r} has committed epoch {sm.epoch}, before epoch "
-                                 f"{self.target}, where the join side's state is built")
+            raise IntegrityError(f"{self.obj.name}: {source!r} has committed epoch {sm.epoch}, before epoch "
+                                 f"{self.target}, where deferred state is built")
         if any(f.epoch_from < self.target < f.epoch_to for f in sm.changelog):
-            raise IntegrityError(f"{self.obj.name}: the change log of {scan.source!r} has no boundary at epoch "
-                                 f"{self.target}, where the join side's state is built")
+            raise IntegrityError(f"{self.obj.name}: the change log of {source!r} has no boundary at epoch "
+                                 f"{self.target}, where deferred state is built")
         later = [f for f in sm.changelog if f.epoch_from >= self.target]
         if later:  # the input moved on past this step: take its later changes back out
-            rel = self._change_files(scan.source, src, later)
+            rel = self._change_files(source, src, later)
             snap = self.engine.sql(
                 f"SELECT {col_list(cols)}, CAST(sum({W}) AS BIGINT) AS {W} FROM ("
                 f"SELECT {col_list(cols)}, {W} FROM s UNION ALL "
                 f"SELECT {col_list(cols)}, -{W} AS {W} FROM c) GROUP BY {col_list(cols)} HAVING sum({W}) <> 0",
                 s=snap, c=rel)
-        return dataflow.run(side, _SnapshotContext(self, scan.source, snap))
+        return snap
+
+    def rows_at_target(self, side: Node):
+        """A join side's whole relation as of this step's epoch, with weight 1: its stateless
+        maps over the rows of the object it scans, as of the step's epoch."""
+        scan = next(n for n in side.walk() if isinstance(n, Scan))
+        return dataflow.run(side, _SnapshotContext(self, {scan.source: self.object_at_target(scan.source)}))
+
+    def relation_at_target(self, node: Node):
+        """A subplan's whole output as of this step's epoch, computed in batch from its objects'
+        rows as of that epoch: its operators run as in a backfill, over state tables of their own
+        that nothing writes (for subplans a backfill computes from its inputs alone: scans of
+        tables and views, maps that record nothing, inner joins; see `batch_computable`)."""
+        sources = {n.source for n in node.walk() if isinstance(n, Scan)}
+        return dataflow.run(node, _SnapshotContext(self, {s: self.object_at_target(s) for s in sources}, batch=True))
 
     def watermark(self, source: str, epoch: int) -> int | None:
         """The watermark of `source` as of `epoch` (microseconds since 1970; None: no event yet)."""
@@ -206,13 +234,7 @@ class StepContext:
         return self.tables[key]
 
     def _decoded(self, source: str, key: str) -> pa.Table:
-        """A change file's rows: from the cache when this process wrote it (perhaps still being
-        written and uploaded by a deferred commit), else read (downloaded first from S3)."""
-        table = sst_cache.cached(self.wh.store.cache_path(key))
-        if table is not None:
-            return table
-        self.wh.settle([source])  # evicted before its deferred commit wrote it: wait for the file
-        return sst_cache.read(self.wh.store.local_path(key))
+        return _change_rows(self.wh, source, key)
 
     def _changes_read(self, source: str, src: CatalogObject, files: list[SstFile]) -> pa.Table:
         """The rows of an input's change files, in its change log's schema: read once for all the
@@ -266,17 +288,35 @@ class StepContext:
 
 
 class _SnapshotContext:
-    """A step's context in which one object's input delta is its whole relation (rows_at_target)."""
+    """A step's context in which objects' input deltas are their whole relations (rows_at_target).
+    With `batch`, the operators run as in a backfill that keeps nothing: none is deferred, and
+    their state tables are their own, empty and never written (relation_at_target)."""
 
-    def __init__(self, ctx: StepContext, source: str, rows):
-        self._ctx, self._source, self._rows = ctx, source, rows
+    def __init__(self, ctx: StepContext, rows: dict, batch: bool = False):
+        self._ctx, self._rows, self._batch = ctx, rows, batch
+        if batch:
+            self.backfill, self.deferred, self.tables = True, [], {}
+
+    def may_defer(self, what: str) -> bool:
+        return not self._batch and self._ctx.may_defer(what)
 
     def input_delta(self, source: str):
-        assert source == self._source
-        return self._rows
+        return self._rows[source]
 
     def operator_done(self, op_id: int) -> None:
         pass
+
+    def write_now(self, name: str) -> None:
+        pass
+
+    def state_table(self, op_id: int, name: str, pk, schema, kind=StateTable) -> StateTable:
+        if not self._batch:
+            return self._ctx.state_table(op_id, name, pk, schema, kind)
+        key = f"op{op_id}.{name}"
+        if key not in self.tables:
+            self.tables[key] = kind(self.wh.store, self.engine, f"objects/{self.obj.key_folder}/state/{key}",
+                                    pk, schema, [])
+        return self.tables[key]
 
     def __getattr__(self, name):
         return getattr(self._ctx, name)
@@ -417,18 +457,48 @@ def _input_rows(wh: StepWarehouse, obj: CatalogObject, m: Manifest, backfill: bo
 
 
 def _deferred_builds(wh: StepWarehouse, m: Manifest, plan, target: int) -> int:
-    """The rows of the inputs whose deferred join side this step will build (operators.join): those
-    whose join's other side reads an input that changed."""
+    """The rows of the inputs from which this step will build deferred state: those of a join
+    side whose other side reads an input that changed (operators.join); those of every input of
+    an aggregate whose inputs' changes take rows away (MIN/MAX's value counts, built from the
+    aggregate's whole input; operators.aggregate)."""
     rows = 0
     for name in m.deferred:
-        op_id, side = name[2:].split(".")
-        join = next(n for n in plan.walk() if n.id == int(op_id))
-        own, other = (join.left, join.right) if side == "left" else (join.right, join.left)
+        op_id, table = name[2:].split(".")
+        node = next(n for n in plan.walk() if n.id == int(op_id))
+        if table.startswith("vcount"):
+            scans = {n.source for n in node.walk() if isinstance(n, Scan)}
+            changed = [s for s in scans if _changes_between(wh.manifest(s, provisional=True), m.epoch, target)]
+            if changed and _takes_rows_away(wh, changed, m.epoch, target):
+                rows += sum(sum(f.rows for f in wh.manifest(s, provisional=True).state.get(OUTPUT, []))
+                            for s in scans)
+            continue
+        own, other = (node.left, node.right) if table == "left" else (node.right, node.left)
         if any(_changes_between(wh.manifest(n.source, provisional=True), m.epoch, target)
                for n in other.walk() if isinstance(n, Scan)):
             scan = next(n for n in own.walk() if isinstance(n, Scan))
             rows += sum(f.rows for f in wh.manifest(scan.source, provisional=True).state.get(OUTPUT, []))
     return rows
+
+
+def _change_rows(wh: StepWarehouse, source: str, key: str) -> pa.Table:
+    """A change file's rows: from the cache when this process wrote it (perhaps still being
+    written and uploaded by a deferred commit), else read (downloaded first from S3)."""
+    table = sst_cache.cached(wh.store.cache_path(key))
+    if table is not None:
+        return table
+    wh.settle([source])  # evicted before its deferred commit wrote it: wait for the file
+    return sst_cache.read(wh.store.local_path(key))
+
+
+def _takes_rows_away(wh: StepWarehouse, sources: list[str], start: int, target: int) -> bool:
+    """Whether the change files of `sources` in the epochs (start, target] hold a deletion: read
+    where they are few rows (a step's in-process changes), else assumed (a step that large runs on
+    Spark anyway)."""
+    files = [(s, f) for s in sources for f in wh.manifest(s, provisional=True).changelog
+             if f.epoch_from >= start and f.epoch_to <= target]
+    if sum(f.rows for _, f in files) > wh.options["spark_threshold_rows"]:
+        return True
+    return any(pc.min(_change_rows(wh, s, f.key).column(W)).as_py() < 0 for s, f in files if f.rows)
 
 
 def _batch_rows(wh: StepWarehouse, keys: list[str]) -> int:

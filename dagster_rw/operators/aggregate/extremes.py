@@ -30,7 +30,8 @@ class Extremes:
         if isinstance(d, pa.Table) or any(a.distinct or a.func in ORDERED_AGGS for a in node.aggs):
             return None
         args = {a.arg for a in node.aggs if a.func in MINPUT}
-        if len(args) != 1 or any(k.startswith(f"op{node.id}.minput") for k in self.ctx.manifest.state):
+        if len(args) != 1 or any(k.startswith(f"op{node.id}.minput") for k in self.ctx.manifest.state) \
+                or self.unbuilt_counts():
             return None
         gsel = col_list(self.groups) + ", " if self.groups else ""
         inner = [f"CAST(sum({W}) AS BIGINT) AS dc"]
@@ -52,6 +53,63 @@ class Extremes:
                       shared=bool(self.groups and self.state("acc").files), fine=fine)
         dm = self.sql(f"SELECT {gsel}v, dc FROM fine WHERE v IS NOT NULL AND dc <> 0", fine=fine)
         return dg, dm
+
+    # -- value counts a backfill left unbuilt ----------------------------------------------------
+    def counts_name(self, i: int) -> str:
+        return f"op{self.node.id}.vcount{i}"
+
+    def defer_counts_at_backfill(self) -> None:
+        """A backfill on Spark leaves the value counts of a grouped MIN/MAX unbuilt (a count per
+        group and value: on Spark, a grouping by both, several times the cost of the view's own
+        query) where the aggregate's input can be computed again from its objects' rows."""
+        ctx = self.ctx
+        if not (self.groups and ctx.may_defer("value_counts") and ctx.batch_computable(self.node.child)):
+            return
+        for i, a in enumerate(self.node.aggs):
+            if a.func in MINPUT and not a.distinct and self.counts_name(i) not in ctx.deferred:
+                ctx.deferred.append(self.counts_name(i))
+
+    def unbuilt_counts(self) -> set[int]:
+        """The MIN/MAX aggregates whose value counts are not built yet."""
+        return {i for i in range(len(self.node.aggs)) if self.counts_name(i) in self.ctx.deferred}
+
+    def best_added(self, i: int) -> str:
+        """The SQL (over the delta `d`, grouped) of aggregate i's best value added, as `db<i>`."""
+        a = self.node.aggs[i]
+        x = quote(cname(a.arg))
+        return f"{'min' if a.func == 'min' else 'max'}(CASE WHEN {W} > 0 THEN {x} END) AS db{i}"
+
+    def retracts(self, d) -> bool:
+        """Whether the delta takes any row away (on Spark: a job of its own)."""
+        if isinstance(d, pa.Table):
+            return d.num_rows > 0 and pc.min(d.column(W)).as_py() < 0
+        return self.engine.num_rows(self.sql(f"SELECT 1 AS one FROM d WHERE {W} < 0 LIMIT 1", d=d)) > 0
+
+    def unbuilt_minput_step(self, i: int, d, dg):
+        """minput_step's answer while aggregate i's value counts are unbuilt. A step that takes no
+        row away needs none: only an added value can beat the old extreme, and no group loses its
+        extreme. The first step that does take rows away builds the counts from the aggregate's
+        whole input as of the step's epoch (its change included) and recomputes its touched
+        groups' extremes from them."""
+        a = self.node.aggs[i]
+        g = col_list(self.groups)
+        best = "min" if a.func == "min" else "max"
+        if self.ctx.backfill or not self.retracts(d):
+            if not isinstance(d, pa.Table):  # `apply` computed the best added values with the sums
+                return self.sql(f"SELECT {g}, db{i} AS ins_best, false AS lost, true AS g_touched FROM dg",
+                                dg=dg), None
+            return self.sql(f"SELECT {g}, {self.best_added(i).replace(f' AS db{i}', ' AS ins_best')}, "
+                            f"false AS lost, true AS g_touched FROM d GROUP BY {g}", d=d), None
+        self.ctx.deferred.remove(self.counts_name(i))
+        x = quote(cname(a.arg))
+        rows = self.ctx.relation_at_target(self.node.child)
+        counts = self.sql(f"SELECT {g}, {x} AS v, CAST(sum({W}) AS BIGINT) AS cnt FROM r WHERE {x} IS NOT NULL "
+                          f"GROUP BY {g}, {x} HAVING sum({W}) <> 0", shared=True, r=rows)
+        self.state(f"vcount{i}").stage(self.sql(f"SELECT {g}, v, cnt, false AS {DELETED} FROM c", c=counts))
+        self.ctx.write_now(self.counts_name(i))
+        touched = self.sql(f"SELECT DISTINCT {g}, CAST(NULL AS {self.value_type(a)}) AS ins_best, true AS lost, "
+                           f"true AS g_touched FROM d", d=d)
+        return touched, self.sql(f"SELECT {g}, {best}(v) AS rb FROM c GROUP BY {g}", c=counts)
 
     def minput_step(self, i: int, d, old, dm=None):
         """Write the changes of aggregate i's value counts. Returns, for COUNT DISTINCT, per touched

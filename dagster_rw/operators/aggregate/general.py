@@ -29,8 +29,11 @@ class AggregateOp(ValueState, Extremes, Ordered, OrderedSet, ArrowPath, NumpyPat
     def apply(self, inputs):
         (d,) = inputs
         node = self.node
+        self.defer_counts_at_backfill()
+        unbuilt = self.unbuilt_counts()
         fused = self.fused_value_counts(d)
-        if fused is None and any(a.distinct or a.func in MINPUT or a.func in ORDERED_AGGS for a in node.aggs):
+        if fused is None and any(a.distinct or (a.func in MINPUT and i not in unbuilt) or a.func in ORDERED_AGGS
+                                 for i, a in enumerate(node.aggs)) or (unbuilt and not self.ctx.backfill):
             (d,) = self.shared(d)  # read by the sums and by the value counts' step
         g = col_list(self.groups)
         gsel = g + ", " if self.groups else ""
@@ -45,6 +48,8 @@ class AggregateOp(ValueState, Extremes, Ordered, OrderedSet, ArrowPath, NumpyPat
                 parts.append(f"CAST(sum(CASE WHEN {x} IS NOT NULL THEN {x} * {W} END) AS "
                              f"{sqltypes.duckdb_type(acc_t)}) AS ds{i}")
             parts.append(f"CAST(coalesce(sum(CASE WHEN {x} IS NOT NULL THEN {W} ELSE 0 END), 0) AS BIGINT) AS dn{i}")
+        if not isinstance(d, pa.Table):  # on Spark, unbuilt counts' best added values: in the same pass
+            parts += [self.best_added(i) for i in unbuilt]
         acc = self.state("acc")
         dg = fused[0] if fused is not None else self.group_deltas_in_arrow(d)
         if dg is None:  # read by the lookup of the groups' accumulators too, where there are any
@@ -63,7 +68,10 @@ class AggregateOp(ValueState, Extremes, Ordered, OrderedSet, ArrowPath, NumpyPat
                 rels[f"m{i}"] = self.minput_step(i, d, old)
                 joins.append(f"LEFT JOIN m{i} ON {null_safe_eq(self.groups, self.groups, 'dg', f'm{i}')}")
             elif a.func in MINPUT:
-                rels[f"p{i}"], recomputed = self.minput_step(i, d, old, fused[1] if fused is not None else None)
+                if i in unbuilt:
+                    rels[f"p{i}"], recomputed = self.unbuilt_minput_step(i, d, dg)
+                else:
+                    rels[f"p{i}"], recomputed = self.minput_step(i, d, old, fused[1] if fused is not None else None)
                 joins.append(f"LEFT JOIN p{i} ON {null_safe_eq(self.groups, self.groups, 'dg', f'p{i}')}")
                 if recomputed is not None:
                     rels[f"rc{i}"] = recomputed

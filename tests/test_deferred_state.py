@@ -1,7 +1,8 @@
 """A back-fill on Spark leaves the state of a join's larger side unbuilt until the other side
-first changes (operators/join.py): the views stay equal to DuckDB's answer through the epochs
-before, at and after the one that builds it, on either engine, and when the side's input has
-moved past the view's epoch by then (a lagging view)."""
+first changes (operators/join.py), and the value counts of a grouped MIN/MAX unbuilt until a step
+first takes rows away from its input (operators/aggregate/extremes.py): the views stay equal to
+DuckDB's answer through the epochs before, at and after the ones that build them, on either
+engine, and when the inputs have moved past the view's epoch by then (a lagging view)."""
 from __future__ import annotations
 
 import pytest
@@ -19,7 +20,11 @@ VIEWS = {
     "agg": "SELECT d.name, count(*) AS n, sum(f.v) AS s, max(f.v) AS mx FROM f JOIN d ON f.k = d.k "
            "WHERE f.v > 1 GROUP BY d.name",
     "pairs": "SELECT f.id, f.v, d.name FROM f JOIN d ON f.k = d.k",
+    # MIN and MAX over one table, grouped by two columns
+    "ext": "SELECT k, v > 4 AS big, min(v) AS lo, max(id) AS hi, count(*) AS n FROM f GROUP BY k, v > 4",
 }
+# what each view's back-fill leaves unbuilt: the join's fact side, MIN/MAX's value counts
+DEFERRED = {"agg": ["left", "vcount2"], "pairs": ["left"], "ext": ["vcount0", "vcount1"]}
 
 
 def _fact(rows) -> str:
@@ -30,8 +35,8 @@ def _dim(rows) -> str:
     return ", ".join(f"({k}, 'n{n}')" for k, n in rows)
 
 
-def _check(conn, oracle, label: str) -> None:
-    for name in VIEWS:
+def _check(conn, oracle, label: str, names=tuple(VIEWS)) -> None:
+    for name in names:
         assert_same(conn.execute(f"SELECT * FROM {name}").fetchall(), oracle.rows(f"SELECT * FROM {name}"),
                     f"{name} {label}")
 
@@ -53,19 +58,23 @@ def _backfill(path: str, spark, oracle: Oracle, fact, dim, **options):
 
 
 def _deferred(conn) -> dict[str, list[str]]:
-    """Each view's deferred join sides, each checked to hold no file."""
+    """Each view's deferred state tables, each checked to hold no file."""
     out = {}
     for name in VIEWS:
         m = conn.wh.manifest(name)
         assert all(not m.state.get(t) for t in m.deferred), (name, m.deferred)
-        out[name] = [t.split(".")[1] for t in m.deferred]
+        out[name] = sorted(t.split(".")[1] for t in m.deferred)
     return out
 
 
 def _built(conn) -> bool:
-    """Whether every view holds both of its join's sides."""
-    return all(len([f for t, files in conn.wh.manifest(name).state.items() if t.endswith((".left", ".right"))
-                    for f in files]) >= 2 for name in VIEWS)
+    """Whether every join holds both of its sides and every MIN/MAX its value counts."""
+    def files(name, suffixes):
+        return [f for t, fs in conn.wh.manifest(name).state.items() if t.endswith(suffixes) for f in fs]
+
+    return all(len(files(name, (".left", ".right"))) >= 2 for name in ("agg", "pairs")) and \
+        len(files("agg", (".vcount2",))) >= 1 and len(files("ext", (".vcount0",))) >= 1 and \
+        len(files("ext", (".vcount1",))) >= 1
 
 
 def _apply(conn, oracle, op) -> None:
@@ -103,7 +112,7 @@ def test_views_over_a_deferred_side_equal_duckdb_through_its_build(spark, tmp_pa
     path = str(tmp_path_factory.mktemp("wh"))
     oracle = Oracle()
     conn = _backfill(path, spark, oracle, fact, dim)
-    assert _deferred(conn) == {name: ["left"] for name in VIEWS}  # f holds more rows than d
+    assert _deferred(conn) == DEFERRED  # f holds more rows than d
     _check(conn, oracle, "after the back-fill")
     conn.close()
     conn = dagster_rw.connect(path, engine="duckdb")  # later, small epochs run in-process
@@ -122,14 +131,15 @@ def test_views_over_a_deferred_side_equal_duckdb_through_its_build(spark, tmp_pa
             conn.refresh("f")
             for name in VIEWS:
                 conn.refresh(name)
-            _check(conn, oracle, f"lagging at epoch {i}")
+            # (ext reads f alone: it reaches f's later epoch)
+            _check(conn, oracle, f"lagging at epoch {i}", ("agg", "pairs"))
             oracle.upsert("f", _fact([more]))
         conn.execute("FLUSH")
         _check(conn, oracle, f"after epoch {i}")
         dim_changed = dim_changed or any(kind == "dim" or "FROM d" in arg or "UPDATE d" in arg
                                          for kind, arg in ops if kind != "fact")
         if not dim_changed:
-            assert _deferred(conn) == {name: ["left"] for name in VIEWS}
+            assert all("left" in _deferred(conn)[name] for name in ("agg", "pairs"))
     conn.close()
 
 
@@ -139,13 +149,16 @@ def test_a_deferred_side_is_built_on_spark_when_the_other_side_changes(spark, tm
     oracle = Oracle()
     fact = [(i, i % 4, i * 7 % 11) for i in range(40)]
     conn = _backfill(str(tmp_path / "wh"), spark, oracle, fact, [(1, 0), (2, 1), (3, 2)])
-    assert _deferred(conn) == {name: ["left"] for name in VIEWS}
+    assert _deferred(conn) == DEFERRED
     _check(conn, oracle, "after the back-fill")
-    for sql in ("INSERT INTO f VALUES (100, 1, 5), (101, 3, 1)", "DELETE FROM f WHERE id = 5"):
-        _apply(conn, oracle, ("sql", sql))
+    _apply(conn, oracle, ("sql", "INSERT INTO f VALUES (100, 1, 5), (101, 3, 1)"))
     conn.execute("FLUSH")
-    assert _deferred(conn) == {name: ["left"] for name in VIEWS}  # a change of f alone: still deferred
-    _check(conn, oracle, "after an epoch of f")
+    assert _deferred(conn) == DEFERRED  # rows added to f alone: nothing built
+    _check(conn, oracle, "after an epoch adding rows to f")
+    _apply(conn, oracle, ("sql", "DELETE FROM f WHERE id = 5"))
+    conn.execute("FLUSH")  # a row of f taken away: the value counts are built, the join's side is not
+    assert _deferred(conn) == {"agg": ["left"], "pairs": ["left"], "ext": []}
+    _check(conn, oracle, "after an epoch taking a row from f")
     # d changes in an epoch the views reach while f has committed the next one too
     for sql in ("UPDATE d SET name = 'n9' WHERE k = 1", "INSERT INTO f VALUES (102, 1, 7)"):
         _apply(conn, oracle, ("sql", sql))
@@ -157,12 +170,13 @@ def test_a_deferred_side_is_built_on_spark_when_the_other_side_changes(spark, tm
     conn.execute("DELETE FROM f WHERE id = 9")
     conn.barrier()
     conn.refresh("f")
-    for name in VIEWS:
+    for name in ("agg", "pairs"):  # (ext reads f alone: it reaches f's later epoch)
         assert conn.refresh(name) == view_epoch
+    conn.refresh("ext")
     assert conn.wh.manifest("f").epoch > view_epoch
     assert _deferred(conn) == {name: [] for name in VIEWS}
     assert _built(conn)
-    _check(conn, oracle, "at the lagging epoch")
+    _check(conn, oracle, "at the lagging epoch", ("agg", "pairs"))  # (ext reads f alone: at its later epoch)
     for sql in ("INSERT INTO f VALUES (103, 1, 8)", "DELETE FROM f WHERE id = 9"):
         oracle.execute(sql)
     conn.execute("FLUSH")
@@ -178,7 +192,7 @@ def test_a_deferred_side_is_built_on_spark_when_the_other_side_changes(spark, tm
 def test_the_option_keeps_every_side_built(spark, tmp_path):
     oracle = Oracle()
     conn = _backfill(str(tmp_path / "wh"), spark, oracle, [(i, i % 4, i) for i in range(10)], [(1, 0)],
-                     deferred_join_state=False)
+                     deferred_join_state=False, deferred_value_counts=False)
     assert _deferred(conn) == {name: [] for name in VIEWS}
     assert _built(conn)
     _check(conn, oracle, "after the back-fill")
