@@ -52,9 +52,10 @@ class AggregateOp(ValueState, Extremes, Ordered, OrderedSet, ArrowPath, NumpyPat
             parts += [self.best_added(i) for i in unbuilt]
         acc = self.state("acc")
         dg = fused[0] if fused is not None else self.group_deltas_in_arrow(d)
-        if dg is None:  # read by the lookup of the groups' accumulators too, where there are any
-            dg = self.sql(f"SELECT {gsel}{', '.join(parts)} FROM d{group_by}", shared=bool(self.groups and acc.files),
-                          d=d)
+        if dg is None:
+            # read by the lookup of the groups' accumulators and the unbuilt counts' best values too
+            dg = self.sql(f"SELECT {gsel}{', '.join(parts)} FROM d{group_by}",
+                          shared=bool(self.groups and (acc.files or unbuilt)), d=d)
         old = acc.lookup(dg, self.groups) if self.groups else acc.read_all()
         if any(a.func in MINPUT and not a.distinct for a in node.aggs):
             (old,) = self.shared(old)  # read by MIN/MAX's step too
