@@ -22,6 +22,7 @@ Python process's and the JVM's resident set (VmHWM) and the JVM heap's peak use.
     python benchmarks/spark_scale.py                        # 50M and 200M rows
     python benchmarks/spark_scale.py 2000000                # other sizes
     python benchmarks/spark_scale.py --cluster-s3 20000000  # on a private-/tmp cluster, S3 warehouse
+    python benchmarks/spark_scale.py --backfill-only 200000000  # the load and the backfill alone
 
 `--cluster-s3 N` starts a standalone cluster (its worker with a /tmp of its own, as the tests do)
 and moto's S3 server, and measures the backfill and the 10% epoch of N rows there.
@@ -121,7 +122,7 @@ def files_of(conn, name: str) -> str:
     return ", ".join(f"{table} {len(files)}" for table, files in sorted(m.state.items()))
 
 
-def run_size(spark, warehouse: str, rows: int, **options) -> None:
+def run_size(spark, warehouse: str, rows: int, backfill_only: bool = False, **options) -> None:
     rng = np.random.default_rng(rows)
     conn = dagster_rw.connect(warehouse, spark=spark, engine="spark", **options)
     conn.execute("CREATE TABLE info (product INT PRIMARY KEY, category INT)")
@@ -145,6 +146,10 @@ def run_size(spark, warehouse: str, rows: int, **options) -> None:
     print(f"    Spark batch query of MAX's value counts alone (GROUP BY category, length) {counts:.1f}s, "
           f"{counts_cpu:.1f} CPU s: {counts / batch:.2f}x the view's batch query ({counts_cpu / batch_cpu:.2f}x in CPU)",
           flush=True)
+    if backfill_only:
+        check(spark, conn, rows)
+        conn.close()
+        return
     change = rows // 10
     conn.insert("visit", visits(rng, rng.choice(rows, change, replace=False)))
     with Phase() as epoch:
@@ -153,13 +158,13 @@ def run_size(spark, warehouse: str, rows: int, **options) -> None:
     print(f"    10% epoch ({change:,} rows replaced) {epoch.wall:.1f}s; Spark batch query {batch:.1f}s; "
           f"epoch / batch = {epoch.wall / batch:.2f}x; CPU seconds {epoch.cpu:.1f} / {batch_cpu:.1f} = "
           f"{epoch.cpu / batch_cpu:.2f}x", flush=True)
-    check(spark, conn)
+    check(spark, conn, rows)
     conn.execute("UPDATE info SET category = category + 1 WHERE product = 1")
     with Phase() as other:
         conn.flush()
     print(f"    first change of info (one row; builds the visits' join state when the backfill deferred it) "
           f"{other.wall:.1f}s, {other.cpu:.1f} CPU s (files: {files_of(conn, 'longest_visit')})", flush=True)
-    check(spark, conn)
+    check(spark, conn, rows)
     conn.close()
 
 
@@ -174,11 +179,14 @@ def register(conn) -> None:
                    .read_all()).createOrReplaceTempView(name)
 
 
-def check(spark, conn) -> None:
+def check(spark, conn, rows: int) -> None:
+    """The view equals Spark's batch answer over the tables' newest files, and counts every visit
+    (each visits a product of `info`)."""
     register(conn)
     got = sorted(conn.execute("SELECT * FROM longest_visit").fetchall())
     want = sorted(tuple(r) for r in spark.sql(VIEW).collect())
     assert got == want, "the view differs from Spark's batch answer"
+    assert sum(r[1] for r in got) == rows, f"the view counts {sum(r[1] for r in got):,} visits, not {rows:,}"
 
 
 def main(argv: list[str]) -> int:
@@ -188,6 +196,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--cluster-s3", type=int, default=None, metavar="ROWS")
     parser.add_argument("--eager-join-state", action="store_true", help="build every join side in the backfill")
     parser.add_argument("--eager-value-counts", action="store_true", help="build MAX's value counts in the backfill")
+    parser.add_argument("--backfill-only", action="store_true", help="stop after the backfill and its batch queries")
     args = parser.parse_args(argv)
     options = {**({"deferred_join_state": False} if args.eager_join_state else {}),
                **({"deferred_value_counts": False} if args.eager_value_counts else {})}
@@ -199,7 +208,7 @@ def main(argv: list[str]) -> int:
     for rows in args.sizes or [50_000_000, 200_000_000]:
         wh = os.path.join(root, f"wh_{rows}")
         shutil.rmtree(wh, ignore_errors=True)
-        run_size(spark, wh, rows, **options)
+        run_size(spark, wh, rows, backfill_only=args.backfill_only, **options)
         shutil.rmtree(wh, ignore_errors=True)
         print("    " + memory.report(), flush=True)
     memory.stop()

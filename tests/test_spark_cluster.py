@@ -167,9 +167,11 @@ def test_a_spark_step_broadcasts_a_small_change_and_shuffles_a_large_one(spark, 
     oracle.execute(f"CREATE VIEW m AS {view}")
     assert conn.wh.status(["m"])[0]["spark_joins"] == "shuffle"  # the backfill reads 209 rows
     assert_same(conn.execute("SELECT * FROM m").fetchall(), oracle.rows("SELECT * FROM m"), "m after its backfill")
-    # the backfill deferred t's join state (operators/join.py): an epoch of d builds it, reading t whole
-    for sql, joins in (("UPDATE t SET v = 100 WHERE id = 3", "broadcast"), ("DELETE FROM d WHERE k = 4", "shuffle"),
-                       ("UPDATE d SET name = 'n0' WHERE k = 5", "broadcast")):
+    # the backfill deferred t's join state (operators/join.py) and the MAX's value counts
+    # (operators/aggregate/extremes.py): an epoch of d, which takes rows away, builds both, reading t whole
+    for sql, joins in (("INSERT INTO t VALUES (500, 2, 9)", "broadcast"), ("DELETE FROM d WHERE k = 4", "shuffle"),
+                       ("UPDATE d SET name = 'n0' WHERE k = 5", "broadcast"),
+                       ("UPDATE t SET v = 100 WHERE id = 3", "broadcast")):
         conn.execute(sql)
         oracle.execute(sql)
         conn.execute("FLUSH")

@@ -73,11 +73,12 @@ class Extremes:
         """The MIN/MAX aggregates whose value counts are not built yet."""
         return {i for i in range(len(self.node.aggs)) if self.counts_name(i) in self.ctx.deferred}
 
-    def best_added(self, i: int) -> str:
-        """The SQL (over the delta `d`, grouped) of aggregate i's best value added, as `db<i>`."""
+    def best_added(self, i: int, alias: str = "") -> str:
+        """The SQL (over the delta `d`, grouped) of aggregate i's best value added, as `alias`
+        (default `db<i>`)."""
         a = self.node.aggs[i]
         x = quote(cname(a.arg))
-        return f"{'min' if a.func == 'min' else 'max'}(CASE WHEN {W} > 0 THEN {x} END) AS db{i}"
+        return f"{'min' if a.func == 'min' else 'max'}(CASE WHEN {W} > 0 THEN {x} END) AS {alias or f'db{i}'}"
 
     def retracts(self, d) -> bool:
         """Whether the delta takes any row away (on Spark: a job of its own)."""
@@ -98,7 +99,7 @@ class Extremes:
             if not isinstance(d, pa.Table):  # `apply` computed the best added values with the sums
                 return self.sql(f"SELECT {g}, db{i} AS ins_best, false AS lost, true AS g_touched FROM dg",
                                 dg=dg), None
-            return self.sql(f"SELECT {g}, {self.best_added(i).replace(f' AS db{i}', ' AS ins_best')}, "
+            return self.sql(f"SELECT {g}, {self.best_added(i, 'ins_best')}, "
                             f"false AS lost, true AS g_touched FROM d GROUP BY {g}", d=d), None
         self.ctx.deferred.remove(self.counts_name(i))
         x = quote(cname(a.arg))
