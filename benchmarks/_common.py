@@ -10,6 +10,7 @@ import importlib.util
 import math
 import os
 import sys
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -52,32 +53,62 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
+class _TreeCpu:
+    """The CPU seconds of a process and its descendants, living or gone, by sampling: every process
+    seen in the tree is counted at its own user + system time when last seen (every `interval`
+    seconds, and at each reading). A parent's count of its reaped children (cutime) is not used:
+    PySpark's worker daemon ignores SIGCHLD, so its exited workers are reaped without being added
+    there, and a one-shot reading would lose their whole CPU time the moment they exit (an idle
+    worker exits about a minute after its last task: within the next phase). What a process spends
+    after its last sample, or a process living less than `interval`, is missed."""
+
+    def __init__(self, root: int, interval: float = 0.2):
+        self.root = root
+        self.ticks = os.sysconf("SC_CLK_TCK")
+        self.seen: dict[tuple[int, int], float] = {}  # (pid, start time) -> own CPU seconds when last seen
+        self.lock = threading.Lock()
+        threading.Thread(target=self._run, args=(interval,), daemon=True).start()
+
+    def _run(self, interval: float) -> None:
+        while True:
+            time.sleep(interval)
+            self.sample()
+
+    def sample(self) -> float:
+        parent: dict[int, int] = {}
+        own: dict[int, tuple[int, float]] = {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            parent[int(entry)] = int(fields[1])
+            own[int(entry)] = (int(fields[19]), (int(fields[11]) + int(fields[12])) / self.ticks)
+        with self.lock:
+            for p, (start, seconds) in own.items():
+                q = p
+                while q not in (0, 1, self.root) and q in parent:
+                    q = parent[q]
+                if q == self.root:
+                    self.seen[(p, start)] = seconds
+            return sum(self.seen.values())
+
+
+_trees: dict[int, _TreeCpu] = {}
+
+
 def tree_cpu_seconds(pid: int | None = None) -> float:
     """CPU seconds (user + system) used so far by a process and all its descendants, living or
-    reaped (a Spark driver's JVM, its executors' Python workers): the work a phase did, which
-    other load on a shared machine inflates far less than its wall-clock time."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    parent: dict[int, int] = {}
-    times: dict[int, float] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        parent[int(entry)] = int(fields[1])
-        times[int(entry)] = sum(int(x) for x in fields[11:15]) / ticks  # utime stime cutime cstime
+    gone (a Spark driver's JVM, its executors' Python workers), counted from the first call for
+    that process on (_TreeCpu): the work a phase did, which other load on a shared machine
+    inflates far less than its wall-clock time."""
     root = os.getpid() if pid is None else pid
-    total = 0.0
-    for p in times:
-        q = p
-        while q not in (0, 1, root) and q in parent:
-            q = parent[q]
-        if q == root:
-            total += times[p]
-    return total
+    if root not in _trees:
+        _trees[root] = _TreeCpu(root)
+    return _trees[root].sample()
 
 
 # -- figures written into the docs (--write-docs) ---------------------------------------------------
