@@ -491,14 +491,19 @@ def _change_rows(wh: StepWarehouse, source: str, key: str) -> pa.Table:
 
 
 def _takes_rows_away(wh: StepWarehouse, sources: list[str], start: int, target: int) -> bool:
-    """Whether the change files of `sources` in the epochs (start, target] hold a deletion: read
-    where they are few rows (a step's in-process changes), else assumed (a step that large runs on
-    Spark anyway)."""
+    """Whether the change files of `sources` in the epochs (start, target] hold a deletion: as
+    their manifests record it; for a file committed without the record (or not committed yet),
+    read where a step of that size runs in-process (it reads them anyway), else assumed."""
     files = [(s, f) for s in sources for f in wh.manifest(s, provisional=True).changelog
-             if f.epoch_from >= start and f.epoch_to <= target]
-    if sum(f.rows for _, f in files) > wh.options["spark_threshold_rows"]:
+             if f.epoch_from >= start and f.epoch_to <= target and f.rows]
+    if any(f.retracts for _, f in files):
         return True
-    return any(pc.min(_change_rows(wh, s, f.key).column(W)).as_py() < 0 for s, f in files if f.rows)
+    unknown = [(s, f) for s, f in files if f.retracts is None]
+    if not unknown:
+        return False
+    if wh.options["engine"] == "spark" or sum(f.rows for _, f in unknown) > wh.options["spark_threshold_rows"]:
+        return True
+    return any(pc.min(_change_rows(wh, s, f.key).column(W)).as_py() < 0 for s, f in unknown)
 
 
 def _batch_rows(wh: StepWarehouse, keys: list[str]) -> int:
@@ -731,7 +736,8 @@ def _finish_commit(wh: StepWarehouse, obj: CatalogObject, m: Manifest, rows_in: 
         files, gone = wh.compactor.compact(obj.name, name, table)
         dropped.extend(gone)
         state[name] = files
-    changelog = list(m.changelog) + _as_list(written.get(None))
+    changelog = list(m.changelog) + [dataclasses.replace(f, retracts=bool(counts["del"]))
+                                     for f in _as_list(written.get(None))]
     # change files every consumer has read are no longer needed
     watermark = wh.consumer_watermark(obj.name, target)
     keep = [f for f in changelog if f.epoch_to > watermark]

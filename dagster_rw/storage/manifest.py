@@ -29,6 +29,8 @@ class SstFile:
     key_min: list | None = None
     key_max: list | None = None
     run: str | None = None
+    # a change file's: whether its step took rows away (None: not recorded, as before it was)
+    retracts: bool | None = None
 
     @classmethod
     def from_json(cls, d: dict) -> SstFile:
@@ -39,6 +41,8 @@ class SstFile:
              "bytes": self.bytes}
         if self.run is not None:
             d.update(key_min=self.key_min, key_max=self.key_max, run=self.run)
+        if self.retracts is not None:
+            d["retracts"] = self.retracts
         return d
 
 
