@@ -24,7 +24,7 @@ _SORT_MODES = {"nosort", "rowsort", "valuesort"}
 
 
 # ------------------------------------------------------------------------------------------------
-# Printing values as PostgreSQL does
+# Printing values as PostgreSQL does (timestamps' fractions as RisingWave does)
 # ------------------------------------------------------------------------------------------------
 
 def format_value(v, type_code=None) -> str:
@@ -50,7 +50,7 @@ def format_value(v, type_code=None) -> str:
     if isinstance(v, dt.date):
         return v.isoformat()
     if isinstance(v, dt.time):
-        return _strip_fraction(v.replace(tzinfo=None).isoformat())
+        return _clock_fraction(v.replace(tzinfo=None).isoformat())
     if isinstance(v, dt.timedelta):
         return format_timedelta(v)
     if _is_month_day_nano(v):
@@ -139,18 +139,25 @@ def format_decimal(d: Decimal) -> str:
 
 
 def format_timestamp(t: dt.datetime) -> str:
-    """timestamp: '2015-07-15 00:00:22.005'; timestamptz (aware) in UTC with '+00:00'."""
+    """timestamp: '2015-07-15 00:00:22.005', '2015-07-15 00:00:20.210'; timestamptz (aware) in UTC
+    with '+00:00'."""
     if t.tzinfo is not None and t.utcoffset() is not None:
         utc = t.astimezone(dt.UTC).replace(tzinfo=None)
-        return _strip_fraction(utc.isoformat(sep=" ")) + "+00:00"
-    return _strip_fraction(t.replace(tzinfo=None).isoformat(sep=" "))
+        return _clock_fraction(utc.isoformat(sep=" ")) + "+00:00"
+    return _clock_fraction(t.replace(tzinfo=None).isoformat(sep=" "))
 
 
-def _strip_fraction(text: str) -> str:
-    """Drop trailing zeros of a fractional second (and the point when nothing is left)."""
+def _clock_fraction(text: str) -> str:
+    """A time of day's fractional second as RisingWave prints timestamps and times: none when it
+    is zero, else milliseconds (3 digits) when they are exact, else microseconds (6 digits):
+    '00:00:20.210' where PostgreSQL prints '00:00:20.21'."""
     if "." not in text:
         return text
-    return text.rstrip("0").rstrip(".")
+    whole, frac = text.split(".")
+    frac = frac.ljust(6, "0")
+    if frac == "000000":
+        return whole
+    return f"{whole}.{frac[:3]}" if frac.endswith("000") else f"{whole}.{frac}"
 
 
 def format_timedelta(td: dt.timedelta) -> str:

@@ -64,7 +64,10 @@ def test_slt_file(path, tmp_path):
     (dt.datetime(2015, 7, 15), "2015-07-15 00:00:00"),
     (dt.datetime(2015, 7, 15, 1, 0, tzinfo=dt.timezone(dt.timedelta(hours=2))), "2015-07-14 23:00:00+00:00"),
     (dt.date(2020, 2, 29), "2020-02-29"),
-    (dt.time(1, 2, 3, 500000), "01:02:03.5"),
+    (dt.datetime(2015, 7, 15, 0, 0, 20, 210000), "2015-07-15 00:00:20.210"),  # RisingWave's milliseconds
+    (dt.datetime(2022, 6, 10, 12, 20, 4, 858173), "2022-06-10 12:20:04.858173"),
+    (dt.datetime(2022, 6, 10, 12, 20, 4, 858100), "2022-06-10 12:20:04.858100"),
+    (dt.time(1, 2, 3, 500000), "01:02:03.500"),
     (dt.timedelta(hours=1, minutes=1, seconds=1), "01:01:01"),
     (dt.timedelta(days=21, hours=23, minutes=59, seconds=59), "21 days 23:59:59"),
     (dt.timedelta(days=1), "1 day"),
