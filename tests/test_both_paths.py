@@ -1,4 +1,4 @@
-"""The SQL features that test_join_forms, test_nonequi_joins, test_bool_aggregates,
+"""The SQL features that test_join_forms, test_asof_joins, test_nonequi_joins, test_bool_aggregates,
 test_set_operations_all, test_values_views, test_indexes and test_changelog_cte define, on both paths (in-process and Spark): all of their views in one run of
 both_paths' fixed workload per path, each view equal to DuckDB's answer at every flush.
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 from both_paths import run_on
+from test_asof_joins import ASOF_BOTH_PATHS
 from test_bool_aggregates import BOOL_AGGREGATES
 from test_changelog_cte import CHANGELOG_BOTH_PATHS
 from test_indexes import INDEXES_BOTH_PATHS
@@ -18,7 +19,7 @@ from test_set_operations_all import SET_OPERATIONS_ALL
 from test_time_window_offsets_and_series import SERIES_AND_OFFSETS_BOTH_PATHS
 from test_values_views import OVER_VALUES, VALUES_VIEWS
 
-FEATURES = [NATURAL_JOINS, NONEQUI_JOINS_BOTH_PATHS, LATERALS_BOTH_PATHS, BOOL_AGGREGATES, SET_OPERATIONS_ALL,
+FEATURES = [NATURAL_JOINS, ASOF_BOTH_PATHS, NONEQUI_JOINS_BOTH_PATHS, LATERALS_BOTH_PATHS, BOOL_AGGREGATES, SET_OPERATIONS_ALL,
             VALUES_VIEWS, OVER_VALUES, INDEXES_BOTH_PATHS, CHANGELOG_BOTH_PATHS,
             SERIES_AND_OFFSETS_BOTH_PATHS]
 VIEWS = {name: q for views in FEATURES for name, q in views.items()}

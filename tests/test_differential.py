@@ -226,8 +226,8 @@ def run_workload(warehouse, views: dict, ops, create_at, engine="duckdb", setup=
     conn.close()
 
 
-def _workload_test(views, setup=()):
-    @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+def _workload_test(views, setup=(), examples: int = 12):
+    @settings(max_examples=examples, deadline=None, suppress_health_check=list(HealthCheck))
     @given(ops=st.lists(operations, min_size=3, max_size=14),
            create_at=st.lists(st.integers(0, 14), min_size=len(views), max_size=len(views)))
     def check(tmp_path_factory, ops, create_at):

@@ -5,6 +5,7 @@ from ..operators.aggregate import AggregateOp
 from ..operators.changelog import ChangelogOp
 from ..operators.dynamic_filter import DynamicFilterOp
 from ..operators.join import InnerJoinOp
+from ..operators.asof_join import AsofJoinOp
 from ..operators.lookup_join import LookupJoinOp
 from ..operators.map import MapOp
 from ..operators.outer_join import OuterJoinOp
@@ -19,6 +20,7 @@ from ..operators.window_close_aggregate import WindowCloseAggregateOp
 from ..operators.window_close_filter import WindowCloseFilterOp
 from ..sql.plan import (
     Aggregate,
+    AsofJoin,
     Changelog,
     DynamicFilter,
     Join,
@@ -50,6 +52,8 @@ def operator_for(node: Node, ctx):
         return ChangelogOp(node, ctx)
     if isinstance(node, LookupJoin):
         return LookupJoinOp(node, ctx)
+    if isinstance(node, AsofJoin):
+        return AsofJoinOp(node, ctx)
     if isinstance(node, DynamicFilter):
         return DynamicFilterOp(node, ctx)
     if isinstance(node, Join):

@@ -2,18 +2,19 @@
 
 A scan of an APPEND ONLY table (or of a view that is itself append-only) only inserts; filters,
 projections, inner joins and UNION ALL of insert-only inputs only insert; aggregations, top-N, ranking
-windows and outer joins may retract what they emitted before.
+windows, outer joins and ASOF joins (a new right row can take a left row's match) may retract what
+they emitted before.
 """
 from __future__ import annotations
 
-from .plan import Join, Map, Node, Scan, TemporalFilter, UnionAll
+from .plan import AsofJoin, Join, Map, Node, Scan, TemporalFilter, UnionAll
 
 
 def is_append_only(node: Node, resolve_object, plan_of) -> bool:
     """`resolve_object(name)` gives a catalog object; `plan_of(obj)` the plan of a materialized view."""
     if isinstance(node, Scan):
         return source_is_append_only(node.source, resolve_object, plan_of)
-    if isinstance(node, (Map, UnionAll)) or (isinstance(node, Join) and node.kind == "inner") or (
+    if isinstance(node, (Map, UnionAll)) or (isinstance(node, Join) and node.kind == "inner" and not isinstance(node, AsofJoin)) or (
             isinstance(node, TemporalFilter) and not any(b.is_lower for b in node.bounds)):
         # (a temporal filter with upper bounds alone only lets rows in, later)
         return all(is_append_only(c, resolve_object, plan_of) for c in node.children)

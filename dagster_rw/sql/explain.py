@@ -5,7 +5,7 @@ import datetime
 
 from sqlglot import exp
 
-from .plan import NOW, ORDERED_AGGS, ORDERED_SET_AGGS, Aggregate, Changelog, agg_text, DynamicFilter, Join, LookupJoin, Map, Node, OverWindow, ProjectSet, Scan, TemporalFilter, TopN, UnionAll, Values, WindowCloseAggregate, WindowCloseFilter, cname
+from .plan import NOW, ORDERED_AGGS, ORDERED_SET_AGGS, Aggregate, AsofJoin, Changelog, agg_text, DynamicFilter, Join, LookupJoin, Map, Node, OverWindow, ProjectSet, Scan, TemporalFilter, TopN, UnionAll, Values, WindowCloseAggregate, WindowCloseFilter, cname
 
 
 def _named(e: exp.Expression, columns) -> str:
@@ -65,6 +65,14 @@ def _describe(node: Node) -> tuple[str, str]:
         rk = _names(node.right, node.right_keys)
         return (f"StreamTemporalJoin {{ type: {node.kind}, on: {lk} = {rk}, dimension: {node.dimension} }}",
                 f"none (looks up {node.dimension}'s committed rows by {rk})")
+    if isinstance(node, AsofJoin):
+        lk = _names(node.left, node.left_keys)
+        rk = _names(node.right, node.right_keys)
+        lt = _column_text(node.left, node.asof_left)
+        rt = _column_text(node.right, node.asof_right)
+        return (f"StreamAsOfJoin {{ type: {node.kind}, on: {lk} = {rk}, asof: {lt} {node.asof_op} {rt} }}",
+                f"left rows by {lk} + stream key, right rows by {rk} + stream key; a change recomputes "
+                "the matches of its join key")
     if isinstance(node, DynamicFilter):
         col = _column_text(node.left, node.column)
         return (f"StreamDynamicFilter {{ condition: {col} {node.op} {_column_text(node.right, 0)} }}",

@@ -137,6 +137,18 @@ class Join(Node):
 
 
 @dataclass(eq=False)
+class AsofJoin(Join):
+    """`ASOF [LEFT] JOIN ... ON equalities AND one inequality`: each left row meets, among the right
+    rows with its join keys, the one closest to it by the inequality (`left.c<asof_left> asof_op
+    right.c<asof_right>`: for > and >= the greatest right value below, for < and <= the least
+    above); a LEFT one keeps left rows that meet none, padded with NULLs. `residual` is None."""
+
+    asof_left: int = 0  # a column of the left child
+    asof_right: int = 0  # a column of the right child
+    asof_op: str = ">="
+
+
+@dataclass(eq=False)
 class LookupJoin(Join):
     """A temporal join, `JOIN dim FOR SYSTEM_TIME AS OF PROCTIME()`: each row of the (append-only)
     left stream is joined with the dimension's committed state when the row is processed; later

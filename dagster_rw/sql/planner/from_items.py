@@ -50,6 +50,9 @@ class FromItems:
                     continue
                 current = self.join_explicit(current, right, j, side or "INNER")
                 continue
+            if (j.args.get("method") or "").upper() == "ASOF":
+                current = self.asof_join(current, j, side)
+                continue
             if j.args.get("method"):
                 raise self.refuse(f"{j.args['method']} joins", j)
             if kind in ("SEMI", "ANTI"):

@@ -7,6 +7,7 @@ from sqlglot import exp
 from ... import types as sqltypes
 from ...errors import ProgrammingError
 from ..plan import (
+    AsofJoin,
     Col,
     Join,
     LookupJoin,
@@ -64,6 +65,52 @@ class Joins:
         if not keys and kind != "inner":
             raise self.refuse(f"{side} JOIN without an equality condition (an outer nested-loop join)", j)
         return self.make_join(lnode, rnode, kind, keys, residual, both, present), both
+
+    def asof_join(self, left, j: exp.Join, side: str):
+        """ASOF [LEFT] JOIN ... ON equalities AND one inequality between a column of each side
+        (RisingWave's ASOF join): each left row meets the closest right row with its keys."""
+        kind = {"": "inner", "INNER": "inner", "LEFT": "left"}.get(side)
+        if kind is None:
+            raise self.refuse(f"ASOF {side} JOIN (only ASOF JOIN and ASOF LEFT JOIN)", j)
+        lnode, lscope = left
+        rnode, rscope = self.plan_item(j.this)
+        cond = j.args.get("on")
+        if cond is None or j.args.get("using"):
+            raise self.refuse("ASOF JOIN without ON (it needs equalities and one inequality)", j)
+        conjuncts = list(and_terms(cond))
+        nl = len(lnode.columns)
+        shifted = rscope.shifted(nl)
+        both = Scope(lscope.entries + shifted.entries)
+        inequalities = [c for c in conjuncts if isinstance(c, (exp.GT, exp.GTE, exp.LT, exp.LTE))]
+        if len(inequalities) != 1:
+            raise self.refuse("ASOF JOIN without exactly one inequality (>, >=, <, <=) between the sides", j)
+        (ineq,) = inequalities
+        flipped = {exp.GT: "<", exp.GTE: "<=", exp.LT: ">", exp.LTE: ">="}
+        ops = {exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<="}
+        sides = None
+        if isinstance(ineq.this, exp.Column) and isinstance(ineq.expression, exp.Column):
+            a, b = both.resolve(ineq.this, self).index, both.resolve(ineq.expression, self).index
+            if a < nl <= b:
+                sides = (a, b - nl, ops[type(ineq)])
+            elif b < nl <= a:
+                sides = (b, a - nl, flipped[type(ineq)])
+        if sides is None:
+            raise self.refuse("an ASOF JOIN inequality that does not compare a column of each side", j)
+        lt, rt = lnode.columns[sides[0]].type, rnode.columns[sides[1]].type
+        if not _comparable(lt, rt):
+            raise self.refuse(f"an ASOF JOIN inequality between {sqltypes.display_name(lt)} and "
+                              f"{sqltypes.display_name(rt)}", j)
+        keys, residual, rest = self.split_condition(
+            [c for c in conjuncts if c is not ineq], lscope, shifted, both, nl)
+        if residual is not None or rest:
+            raise self.refuse("ASOF JOIN conditions other than equalities between the sides and one inequality", j)
+        if not keys:
+            raise self.refuse("ASOF JOIN without an equality condition", j)
+        node = self.make_join(lnode, rnode, kind, keys, None, both)
+        asof = AsofJoin(columns=node.columns, stream_key=node.stream_key, left=lnode, right=rnode, kind=kind,
+                        left_keys=node.left_keys, right_keys=node.right_keys, residual=None,
+                        asof_left=sides[0], asof_right=sides[1], asof_op=sides[2])
+        return asof, both
 
     def keyed_by_non_null(self, node: Node) -> bool:
         """Whether a column of the node's stream key is never NULL: a table's primary key, passed
@@ -234,3 +281,15 @@ class Joins:
             residual = typed_expression(residual, {cname(i): c.type for i, c in enumerate(columns)})
         return Join(columns=columns, stream_key=key, left=left, right=right, kind=kind,
                     left_keys=[lk for lk, _ in keys], right_keys=[rk for _, rk in keys], residual=residual)
+
+
+_NUMBERS = {"smallint", "integer", "bigint", "real", "double precision"}
+_TIMES = {"date", "timestamp", "timestamptz"}
+
+
+def _comparable(a: str, b: str) -> bool:
+    """Whether two column types compare by < and > without a cast the user did not write."""
+    if a == b:
+        return True
+    number = [t in _NUMBERS or t.startswith("numeric") for t in (a, b)]
+    return all(number) or (a in _TIMES and b in _TIMES)
