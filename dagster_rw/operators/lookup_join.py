@@ -1,25 +1,52 @@
 """Temporal (lookup) join: each new stream row meets the dimension's committed state, once.
 
 d(output) = d(stream) looked up in the dimension as it is now. The dimension's own changes are
-not joined with the past stream, so they never retract or amend earlier output (the stream side
-is append-only, so there are no stream deletions to match either). No state of its own: the
-dimension's committed rows, sorted by its primary key, are the index.
+not joined with the past stream, so they never retract or amend earlier output. Over an
+append-only stream the join keeps no state of its own: the dimension's committed rows, sorted by
+its primary key, are the index. Over a stream that retracts rows (a table, a view that updates)
+it keeps a memo of the row it emitted for each stream row, by the stream's key: a retracted
+stream row retracts that row, whatever the dimension holds now (RisingWave's memo table).
 """
 from __future__ import annotations
+
+from functools import partial
 
 from .. import types as sqltypes
 from ..engine.duck import quote
 from ..sql.plan import cname
-from .base import Operator, W, consolidate_sql
+from .base import Operator, W, col_list, consolidate_sql, null_safe_eq, row_schema, state_writes
 from .join import JoinSides
 
 
 class LookupJoinOp(JoinSides, Operator):
     def state_tables(self):
-        return {}
+        if not self.node.memo:
+            return {}
+        return {"memo": (self.memo_key(), row_schema(self.node))}
+
+    def memo_key(self) -> list[str]:
+        return [cname(k) for k in self.node.stream_key]
 
     def apply(self, inputs):
         (dl,) = self.shared(inputs[0])  # read by the lookup and the join (the dimension's changes: not at all)
+        if not self.node.memo:
+            return self.looked_up(dl)
+        cols = [cname(i) for i in range(len(self.node.columns))]
+        key = self.memo_key()
+        gone = self.sql(f"SELECT * FROM d WHERE {W} < 0", shared=True, d=dl)
+        memo = self.state("memo")
+        emitted = memo.lookup(self.sql(f"SELECT DISTINCT {col_list(key)} FROM g", g=gone), key)
+        retracted = self.sql(f"SELECT {', '.join(f'm.{quote(c)}' for c in cols)}, g.{W} AS {W} "
+                             f"FROM m JOIN g ON {null_safe_eq(key, key, 'm', 'g')}", m=emitted, g=gone)
+        added = self.looked_up(self.sql(f"SELECT * FROM d WHERE {W} > 0", d=dl))
+        out = self.sql(consolidate_sql(cols, "o"), shared=True, o=self.sql(
+            f"SELECT {col_list(cols)}, {W} FROM a UNION ALL SELECT {col_list(cols)}, {W} FROM r",
+            a=added, r=retracted))
+        memo.stage(partial(state_writes, self.engine, out, cols, key, not memo.files))
+        return out
+
+    def looked_up(self, dl):
+        """The stream rows `dl` joined with the dimension's committed rows (padded, for a LEFT join)."""
         node = self.node
         right = node.right
         names = [c.name for c in right.columns]  # the dimension's columns, in the Scan's order

@@ -63,8 +63,10 @@ def _describe(node: Node) -> tuple[str, str]:
     if isinstance(node, LookupJoin):
         lk = _names(node.left, node.left_keys)
         rk = _names(node.right, node.right_keys)
-        return (f"StreamTemporalJoin {{ type: {node.kind}, on: {lk} = {rk}, dimension: {node.dimension} }}",
-                f"none (looks up {node.dimension}'s committed rows by {rk})")
+        looks = f"looks up {node.dimension}'s committed rows by {rk}"
+        state = (f"the row emitted for each stream row, by {_names(node, node.stream_key)} (the stream "
+                 f"retracts rows); {looks}") if node.memo else f"none ({looks})"
+        return f"StreamTemporalJoin {{ type: {node.kind}, on: {lk} = {rk}, dimension: {node.dimension} }}", state
     if isinstance(node, AsofJoin):
         lk = _names(node.left, node.left_keys)
         rk = _names(node.right, node.right_keys)

@@ -150,13 +150,15 @@ class AsofJoin(Join):
 
 @dataclass(eq=False)
 class LookupJoin(Join):
-    """A temporal join, `JOIN dim FOR SYSTEM_TIME AS OF PROCTIME()`: each row of the (append-only)
-    left stream is joined with the dimension's committed state when the row is processed; later
-    changes to the dimension never retract earlier output. `right` is the dimension's Scan, and
-    the join keys cover its primary key, so a left row meets at most one dimension row. `kind` is
-    inner or left."""
+    """A temporal join, `JOIN dim FOR SYSTEM_TIME AS OF PROCTIME()`: each row of the left stream is
+    joined with the dimension's committed state when the row is processed; later changes to the
+    dimension never retract earlier output. `right` is the dimension's Scan, and the join keys
+    cover its primary key, so a left row meets at most one dimension row. `kind` is inner or left.
+    `memo`: the left side may retract rows (it is not append-only), so the join keeps what it
+    emitted for each left row, and a retracted left row retracts exactly that."""
 
     dimension: str = ""
+    memo: bool = False
 
 
 @dataclass(eq=False)

@@ -157,9 +157,6 @@ class Joins:
             raise self.refuse("FOR SYSTEM_TIME AS OF PROCTIME() on anything but a table or view", j)
         dim = self.resolve_object(rnode.source)
         lnode, _ = left
-        if not self.append_only(lnode):
-            raise self.refuse("a temporal join whose left side is not append-only (a source, or an APPEND ONLY "
-                              "table, through filters and projections)", j)
         node, scope = self.join_explicit(left, (rnode, rscope), j, side)
         if not isinstance(node, Join) or node.right is not rnode:
             raise self.refuse("a temporal join condition on expressions of the dimension (use its columns)", j)
@@ -171,7 +168,8 @@ class Joins:
         nl = len(node.left.columns)
         lookup = LookupJoin(columns=node.columns, stream_key=list(node.left.stream_key), left=node.left,
                             right=node.right, kind=node.kind, left_keys=node.left_keys,
-                            right_keys=node.right_keys, residual=node.residual, dimension=rnode.source)
+                            right_keys=node.right_keys, residual=node.residual, dimension=rnode.source,
+                            memo=not self.append_only(lnode))
         if not lookup.stream_key:
             lookup.stream_key = list(range(nl))
         return lookup, scope
