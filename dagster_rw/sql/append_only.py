@@ -14,7 +14,8 @@ def is_append_only(node: Node, resolve_object, plan_of) -> bool:
     """`resolve_object(name)` gives a catalog object; `plan_of(obj)` the plan of a materialized view."""
     if isinstance(node, Scan):
         return source_is_append_only(node.source, resolve_object, plan_of)
-    if isinstance(node, (Map, UnionAll)) or (isinstance(node, Join) and node.kind == "inner" and not isinstance(node, AsofJoin)) or (
+    inner_join = isinstance(node, Join) and node.kind == "inner" and not isinstance(node, AsofJoin)
+    if isinstance(node, (Map, UnionAll)) or inner_join or (
             isinstance(node, TemporalFilter) and not any(b.is_lower for b in node.bounds)):
         # (a temporal filter with upper bounds alone only lets rows in, later)
         return all(is_append_only(c, resolve_object, plan_of) for c in node.children)

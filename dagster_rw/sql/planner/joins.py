@@ -14,6 +14,7 @@ from ..plan import (
     Map,
     Node,
     Changelog,
+    OverWindow,
     ProjectSet,
     Scan,
     TemporalFilter,
@@ -184,6 +185,10 @@ class Joins:
             return self.append_only(node.left)
         if isinstance(node, (WindowCloseAggregate, WindowCloseFilter, Changelog)):  # emits once, never retracts
             return True
+        if isinstance(node, OverWindow):  # over rows the watermark passed, in time order (window_close)
+            while isinstance(node, OverWindow):
+                node = node.child
+            return isinstance(node, WindowCloseFilter)
         if isinstance(node, (Map, UnionAll, ProjectSet)) or (
                 isinstance(node, TemporalFilter) and not any(b.is_lower for b in node.bounds)):
             # (a temporal filter with upper bounds alone only lets rows in, later)

@@ -1,5 +1,6 @@
 """EMIT ON WINDOW CLOSE: an aggregation per TUMBLE/HOP window emitted once the watermark passes
-the window's end, or rows emitted once the watermark passes their event time."""
+the window's end, rows emitted once the watermark passes their event time, or window functions
+ordered by event time, computed over the rows as the watermark passes them."""
 from __future__ import annotations
 
 from sqlglot import exp
@@ -10,6 +11,7 @@ from ..plan import (
     Join,
     Map,
     Node,
+    OverWindow,
     ProjectSet,
     Scan,
     UnionAll,
@@ -27,6 +29,9 @@ class WindowClose:
         while isinstance(node, Map):
             chain.append(node)
             node = node.child
+        if isinstance(node, OverWindow):
+            self.window_functions_on_close(node, query)
+            return root
         if not isinstance(node, Aggregate):
             eowc = self.window_close_filter(node, query)
             if not chain:
@@ -57,6 +62,38 @@ class WindowClose:
             return eowc
         chain[-1].child = eowc
         return root
+
+    def window_functions_on_close(self, top: OverWindow, query) -> None:
+        """EMIT ON WINDOW CLOSE over window functions ordered by a WATERMARK column: the rows reach
+        the window functions once the watermark passes their event time (a WindowCloseFilter
+        under the lowest one), in event-time order across steps (later rows are later in time;
+        late ones are dropped), so a row's value, over itself and the rows before it, is final
+        when it is computed and is never retracted. Functions that look past the current row
+        (lead, frames reaching FOLLOWING rows) would have to wait for rows the watermark has not
+        passed: refused."""
+        windows, node = [], top
+        while isinstance(node, OverWindow):
+            windows.append(node)
+            node = node.child
+        col = windows[-1].order[0].column if windows[-1].order else None
+        for w in windows:
+            if not w.order or w.order[0].column != col or w.order[0].desc:
+                raise self.refuse("EMIT ON WINDOW CLOSE over a window function whose ORDER BY does not start "
+                                  "with the event time (a WATERMARK column), ascending", query)
+            if w.func == "lead":
+                raise self.refuse("lead(...) with EMIT ON WINDOW CLOSE (it waits for later rows)", query)
+            if "FOLLOWING" in w.frame.upper():
+                raise self.refuse(f"the window frame {w.frame} with EMIT ON WINDOW CLOSE (it waits for later "
+                                  "rows)", query)
+        source = self.watermark_source(node, col)
+        if source is None:
+            raise self.refuse("EMIT ON WINDOW CLOSE over a window function whose ORDER BY does not start "
+                              "with the event time (a WATERMARK column), ascending", query)
+        if not self.append_only(node):
+            raise self.refuse("EMIT ON WINDOW CLOSE over rows that may be updated or deleted (an APPEND ONLY "
+                              "table or a source can be used)", query)
+        windows[-1].child = WindowCloseFilter(columns=list(node.columns), stream_key=list(node.stream_key),
+                                              child=node, column=col, source=source)
 
     def window_close_filter(self, node: Node, query) -> WindowCloseFilter:
         """EMIT ON WINDOW CLOSE without GROUP BY: the rows, each emitted once the watermark passes
