@@ -23,6 +23,10 @@ CHANGELOG_BOTH_PATHS = {
                          "SELECT k, s, count(*) AS n FROM t1 GROUP BY k, s"),
     "changelog_net_t3": (f"WITH c AS CHANGELOG FROM t3 SELECT v, {_NET} AS n FROM c GROUP BY v HAVING {_NET} <> 0",
                          "SELECT v, count(*) AS n FROM t3 GROUP BY v"),
+    # the row ids, numbered by the engine that ran the step: unique
+    "changelog_ids_t1": (f"WITH c AS CHANGELOG FROM t1 SELECT k, {_NET} AS n, count(DISTINCT _changelog_row_id) = "
+                         f"count(*) AS unique_ids FROM c GROUP BY k HAVING {_NET} <> 0",
+                         "SELECT k, count(*) AS n, true AS unique_ids FROM t1 GROUP BY k"),
 }
 # name -> (query, the table it reads, the view's row for a change (row of the table + op), or None)
 VIEWS = {
@@ -30,7 +34,22 @@ VIEWS = {
     # the filter applies to each change: an update that moves k from NULL keeps only its new row (op 3)
     "cl_t2_filtered": ("WITH c AS changelog FROM t2 SELECT id, w, changelog_op AS op FROM c WHERE k IS NOT NULL",
                        "t2", lambda r: (r[0], r[2], r[4]) if r[1] is not None else None),
+    # with the row ids (checked apart: _check_row_ids), compared without them
+    "cl_t1_ids": ("WITH c AS CHANGELOG FROM t1 SELECT id, changelog_op, _changelog_row_id AS rid FROM c", "t1",
+                  lambda r: (r[0], r[4])),
 }
+
+
+def _check_row_ids(rows: list, before: set[int]) -> set[int]:
+    """cl_t1_ids' rows (id, op, row id): the row ids are unique, those of this step come after every
+    earlier one, and an update's old row (4) comes before its new row (3). The row ids seen so far."""
+    ids = [r[2] for r in rows]
+    assert len(set(ids)) == len(ids), "row ids repeat"
+    new = [r for r in rows if r[2] not in before]
+    assert not before or not new or min(r[2] for r in new) > max(before), "a step's row ids precede earlier ones"
+    old_of = {r[0]: r[2] for r in new if r[1] == 4}
+    assert all(old_of[r[0]] < r[2] for r in new if r[1] == 3), "an update's new row precedes its old row"
+    return set(ids)
 
 
 def _changes(before: list, after: list, key_width: int) -> list:
@@ -67,6 +86,7 @@ def test_changelog_views_match_the_changes_on_random_workloads(tmp_path_factory,
         oracle.execute(ddl)
     seen: dict[str, list] = {}  # view -> its input's rows at the last step
     expected: dict[str, list] = {}
+    row_ids: set[int] = set()
     for i, op in enumerate(ops + [("flush",)]):
         for name, at in zip(VIEWS, create_at):
             if at <= i and name not in seen:
@@ -79,7 +99,11 @@ def test_changelog_views_match_the_changes_on_random_workloads(tmp_path_factory,
                 now = oracle.rows(f"SELECT * FROM {VIEWS[name][1]}")
                 expected[name] += _view_rows(name, _changes(seen[name], now, 1))
                 seen[name] = now
-                assert_same(conn.execute(f"SELECT * FROM {name}").fetchall(), expected[name], name)
+                rows = conn.execute(f"SELECT * FROM {name}").fetchall()
+                if name.endswith("_ids"):
+                    row_ids = _check_row_ids(rows, row_ids)
+                    rows = [r[:-1] for r in rows]
+                assert_same(rows, expected[name], name)
     conn.close()
 
 
@@ -112,8 +136,6 @@ def test_a_filter_over_the_changes_sees_each_row_of_an_update(tmp_path):
 
 @pytest.mark.parametrize("sql, error", [
     ("WITH c AS CHANGELOG FROM t SELECT * FROM c", "not supported: the changelog CTE in a batch query"),
-    ("CREATE MATERIALIZED VIEW m AS WITH c AS CHANGELOG FROM t SELECT _changelog_row_id FROM c",
-     "not supported: _changelog_row_id of the changelog CTE"),
     ("CREATE MATERIALIZED VIEW m AS WITH c AS CHANGELOG FROM (SELECT 1) SELECT * FROM c",
      "not supported: a changelog CTE over anything but the name"),
 ])
@@ -122,3 +144,21 @@ def test_changelog_shapes_refused_by_name(tmp_path, sql, error):
     conn.execute("CREATE TABLE t (a INT)")
     with pytest.raises(ProgrammingError, match=error):
         conn.execute(sql)
+
+
+def test_row_ids_of_rising_waves_example(tmp_path):
+    """`_changelog_row_id`: the epoch of the step times 2**32 plus the change's number in the step,
+    by key, a key's old row before its new one (RisingWave's example, its ids cast to BIGINT)."""
+    conn = dagster_rw.connect(str(tmp_path / "wh"))
+    conn.execute("CREATE TABLE user_behaviors (v1 INT PRIMARY KEY, v2 INT)")
+    conn.execute("CREATE MATERIALIZED VIEW ss_mv AS WITH sub AS CHANGELOG FROM user_behaviors "
+                 "SELECT v1, v2, changelog_op AS __op, _changelog_row_id::bigint AS __row_id FROM sub")
+    for sql in ["INSERT INTO user_behaviors VALUES (1, 1), (2, 2)", "FLUSH",
+                "DELETE FROM user_behaviors WHERE v1 = 2", "UPDATE user_behaviors SET v2 = 100 WHERE v1 = 1", "FLUSH"]:
+        conn.execute(sql)
+    rows = sorted(conn.execute("SELECT * FROM ss_mv").fetchall(), key=lambda r: r[3])
+    assert [r[:3] for r in rows] == [(1, 1, 1), (2, 2, 1), (1, 1, 4), (1, 100, 3), (2, 2, 2)]
+    epochs = [r[3] >> 32 for r in rows]
+    assert epochs[0] == epochs[1] < epochs[2] == epochs[3] == epochs[4]
+    assert epochs[4] == next(s["epoch"] for s in conn.status() if s["name"] == "ss_mv")
+    assert [r[3] & 0xFFFFFFFF for r in rows] == [0, 1, 0, 1, 2]

@@ -1,6 +1,7 @@
 """RisingWave's changelog CTE, `WITH c AS CHANGELOG FROM name`: the changes of a table, source or
 materialized view as rows, each with `changelog_op` (1 insert, 2 delete, 3 the new row of an
-update, 4 its old row). sqlglot has no such CTE: the statement's text is rewritten to
+update, 4 its old row) and, where the statement names it, `_changelog_row_id` (increasing in the
+order of the changes). sqlglot has no such CTE: the statement's text is rewritten to
 `WITH c AS (SELECT * FROM name AS _rw_changelog)`, which the planner reads as a Changelog node
 over the scan of `name` (sql.plan.Changelog, operators.changelog)."""
 from __future__ import annotations
@@ -10,7 +11,9 @@ from sqlglot.tokens import TokenType
 from ..errors import unsupported
 
 CHANGELOG_ALIAS = "_rw_changelog"
+CHANGELOG_IDS_ALIAS = "_rw_changelog_ids"  # the same, with _changelog_row_id
 CHANGELOG_OP = "changelog_op"
+CHANGELOG_ROW_ID = "_changelog_row_id"
 
 
 def rewrite(sql: str, tokens: list) -> str | None:
@@ -23,9 +26,8 @@ def rewrite(sql: str, tokens: list) -> str | None:
     if words[0] not in ("CREATE", "EXPLAIN"):
         raise unsupported("the changelog CTE in a batch query (it reads a stream of changes: use it in CREATE "
                           "MATERIALIZED VIEW or CREATE SINK ... AS)", sql)
-    if "_CHANGELOG_ROW_ID" in words:
-        raise unsupported("_changelog_row_id of the changelog CTE (order the changes by changelog_op within a "
-                          "step; steps are not numbered in the view)", sql)
+    # the row ids are numbered (one sort of each step's changes) only where the statement reads them
+    alias = CHANGELOG_IDS_ALIAS if "_CHANGELOG_ROW_ID" in words else CHANGELOG_ALIAS
     out, last = [], 0
     for i in found:
         rel = tokens[i + 3]
@@ -34,7 +36,7 @@ def rewrite(sql: str, tokens: list) -> str | None:
             raise unsupported("a changelog CTE over anything but the name of a table, source or view", sql)
         name = f'"{rel.text}"' if rel.token_type == TokenType.IDENTIFIER else rel.text
         out.append(sql[last:tokens[i].start])
-        out.append(f"AS (SELECT * FROM {name} AS {CHANGELOG_ALIAS})")
+        out.append(f"AS (SELECT * FROM {name} AS {alias})")
         last = rel.end + 1
     out.append(sql[last:])
     return "".join(out)

@@ -78,10 +78,13 @@ class Map(Node):
 class Changelog(Node):
     """RisingWave's changelog CTE (`WITH c AS CHANGELOG FROM t`): every change of its input (a
     table's or view's scan) as an appended row, with `changelog_op` (1 insert, 2 delete, 3 the new
-    row of an update, 4 its old row) and the epoch of the step that saw it (hidden). Stateless.
-    Columns: the input's, changelog_op, the epoch; stream key: the input's key, the op, the epoch."""
+    row of an update, 4 its old row) and the epoch of the step that saw it (hidden), or with
+    `row_ids` `_changelog_row_id`: the epoch times 2**32 plus the change's number in the step (by
+    the input's key, a key's removal before its insertion). Stateless. Columns: the input's,
+    changelog_op, the epoch or row id; stream key: the input's key, the op, the epoch or row id."""
 
     child: Node | None = None
+    row_ids: bool = False
 
     @property
     def children(self):

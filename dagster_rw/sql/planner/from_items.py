@@ -7,7 +7,7 @@ from sqlglot import exp
 
 from ... import types as sqltypes
 from ...errors import ProgrammingError
-from ..changelog import CHANGELOG_ALIAS, CHANGELOG_OP
+from ..changelog import CHANGELOG_ALIAS, CHANGELOG_IDS_ALIAS, CHANGELOG_OP, CHANGELOG_ROW_ID
 from ..plan import Changelog, Col, DynamicFilter, Node, Scan
 from .scope import AliasOnly, Entry, OneRowSide, Scope, resolves
 from .subqueries import at_most_one_row
@@ -198,11 +198,14 @@ class FromItems:
                 for j, ident in enumerate(col_alias.columns):
                     names[vis[j]] = ident.name
             entries = [Entry(alias, n, i, group) for i, n in enumerate(names) if not obj.columns[i].hidden]
-            if alias == CHANGELOG_ALIAS:  # WITH c AS CHANGELOG FROM name (sql.changelog)
-                n = len(columns)
-                node = Changelog(columns=columns + [Col(CHANGELOG_OP, "smallint"), Col("_rw_epoch", "bigint", True)],
-                                 stream_key=key + [n, n + 1], child=node)
+            if alias in (CHANGELOG_ALIAS, CHANGELOG_IDS_ALIAS):  # WITH c AS CHANGELOG FROM name (sql.changelog)
+                n, ids = len(columns), alias == CHANGELOG_IDS_ALIAS
+                last = Col(CHANGELOG_ROW_ID, "bigint") if ids else Col("_rw_epoch", "bigint", True)
+                node = Changelog(columns=columns + [Col(CHANGELOG_OP, "smallint"), last],
+                                 stream_key=key + [n, n + 1], child=node, row_ids=ids)
                 entries.append(Entry(alias, CHANGELOG_OP, n, group))
+                if ids:
+                    entries.append(Entry(alias, CHANGELOG_ROW_ID, n + 1, group))
             return node, Scope(entries)
         if isinstance(item, exp.Subquery):
             sub = self.probe()
