@@ -186,7 +186,8 @@ class Connection:
 
     # -- helpers -------------------------------------------------------------------------------
     def _conform(self, table: str, data: pa.Table, columns: list[str]) -> pa.Table:
-        """Cast incoming rows to the table's column types; missing columns become NULL."""
+        """Cast incoming rows to the table's column types; missing columns take their DEFAULT, or
+        NULL."""
         obj = self.wh.get(table)
         if obj.kind != TABLE:
             raise ProgrammingError(f'cannot insert into {table!r}: it is a {obj.kind.replace("_", " ")}')
@@ -195,7 +196,8 @@ class Connection:
         for c in columns:
             if c not in names:
                 raise ProgrammingError(f'column "{c}" of relation "{table}" does not exist')
-        same = _same_types(data, columns, visible)
+        same = _same_types(data, columns, visible) if not any(
+            c.default is not None and c.name not in columns for c in visible) else None
         if same is not None:
             return same
         select = []
@@ -203,7 +205,7 @@ class Connection:
             if c.name in columns:
                 src = f"d.{quote(data.column_names[columns.index(c.name)])}"
             else:
-                src = "NULL"
+                src = c.default if c.default is not None else "NULL"
             select.append(f"CAST({src} AS {sqltypes.duckdb_type(c.type)}) AS {quote(c.name)}")
         try:
             return self.engine.sql(f"SELECT {', '.join(select)} FROM d", d=data)
@@ -424,7 +426,21 @@ class Cursor:
             options = {"watermark_column": column,
                        "watermark_delay_us": watermark_delay(s.name, s.sql, column, expression, s.columns)}
         options.update(s.on_conflict)
+        for c in s.columns:
+            self._check_default(s.name, c)
         self.conn.wh.create_table(s.name, s.columns, s.pk, s.sql, s.append_only, s.if_not_exists, options)
+
+    def _check_default(self, table: str, column) -> None:
+        """A DEFAULT computes a value of its column's type (PostgreSQL checks a constant one when the
+        table is created): 'zz' for an integer is refused here, not at the first INSERT."""
+        if column.default is None:
+            return
+        try:
+            self.conn.engine.sql(f"SELECT {column.default} AS v")
+        except Exception as e:
+            from .errors import DataError
+
+            raise DataError(f"DEFAULT of {table}.{column.name}: {str(e).splitlines()[0]}") from None
 
     def _do_createsource(self, s: st.CreateSource):
         from .storage.secrets import seal_options
@@ -472,6 +488,8 @@ class Cursor:
         self.conn.wh.rename(kind, s.name, s.new_name)
 
     def _do_altercolumns(self, s: AlterColumns):
+        if s.add is not None:
+            self._check_default(s.table, s.add)
         self.conn.wh.alter_columns(s)
 
     def _do_flush(self, s: st.Flush):
@@ -568,6 +586,8 @@ class Cursor:
             from .errors import DataError
 
             raise DataError(f"INSERT INTO {s.table}: {str(e).splitlines()[0]}") from None
+        if s.columns is None and data.num_columns < len(columns):
+            columns = columns[:data.num_columns]  # without a column list: the first ones (PostgreSQL's rule)
         if data.num_columns != len(columns):
             raise ProgrammingError(
                 f"INSERT has {'more' if data.num_columns > len(columns) else 'fewer'} expressions than target columns")

@@ -2,6 +2,7 @@
 name is what SHOW lists and what every definition says; what cannot be done is refused by name."""
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
@@ -192,7 +193,8 @@ column_ops = st.one_of(
     st.tuples(st.just("insert"), st.lists(st.tuples(st.integers(0, 6), st.integers(0, 9)), min_size=1, max_size=4)),
     st.tuples(st.just("delete"), st.integers(0, 6)),
     st.tuples(st.just("update"), st.tuples(st.integers(0, 6), st.integers(0, 9))),
-    st.tuples(st.just("add"), st.sampled_from(["INT", "VARCHAR", "DOUBLE PRECISION"])),
+    st.tuples(st.just("add"), st.sampled_from(["INT", "VARCHAR", "DOUBLE PRECISION", "INT DEFAULT 7",
+                                               "VARCHAR DEFAULT 'd' || 'e'", "DOUBLE PRECISION DEFAULT 2.5"])),
     st.tuples(st.just("drop"), st.integers(0, 5)),
     st.tuples(st.just("flush"), st.none()),
 )
@@ -206,17 +208,18 @@ def test_added_and_dropped_columns_match_duckdb(tmp_path_factory, ops, keyed):
 
 
 def test_added_and_dropped_columns_match_duckdb_on_spark(tmp_path, spark):
-    ops = [("insert", [(1, 1), (2, 2)]), ("flush", None), ("add", "INT"), ("insert", [(3, 3), (1, 4)]),
+    ops = [("insert", [(1, 1), (2, 2)]), ("flush", None), ("add", "INT DEFAULT 7"), ("insert", [(3, 3), (1, 4)]),
            ("drop", 0), ("update", (2, 5)), ("add", "VARCHAR"), ("insert", [(4, 6)]), ("flush", None)]
     run_columns(str(tmp_path / "wh"), ops, True, engine="spark", spark=spark)
 
 
 def run_columns(path: str, ops, keyed: bool, engine: str = "duckdb", spark=None) -> None:
-    """ADD COLUMN (NULL in the rows there) and DROP COLUMN of a table nothing reads, between DML of
-    one epoch and across epochs; the table, and a view created over it afterwards, equal DuckDB's."""
+    """ADD COLUMN (its DEFAULT or NULL in the rows there) and DROP COLUMN of a table nothing reads,
+    between DML of one epoch and across epochs; the table, and a view created over it afterwards,
+    equal DuckDB's. The last INSERT names the key alone: the other columns take their DEFAULT."""
     conn = dagster_rw.connect(path, engine=engine, spark=spark)
     oracle = Oracle()
-    ddl = f"CREATE TABLE t (id INT{' PRIMARY KEY' if keyed else ''}, a INT)"
+    ddl = f"CREATE TABLE t (id INT{' PRIMARY KEY' if keyed else ''}, a INT DEFAULT 3)"
     conn.execute(ddl)
     oracle.execute(ddl)
     columns = ["id", "a"]  # (an added column holds its position number, cast to its type)
@@ -242,7 +245,7 @@ def run_columns(path: str, ops, keyed: bool, engine: str = "duckdb", spark=None)
             conn.execute(f"UPDATE t SET a = {arg[1]} WHERE id = {arg[0]}")
             oracle.execute(f"UPDATE t SET a = {arg[1]} WHERE id = {arg[0]}")
         elif what == "add":
-            name = f"{'s' if arg == 'VARCHAR' else 'c'}{n}"
+            name = f"{'s' if arg.startswith('VARCHAR') else 'c'}{n}"
             conn.execute(f"ALTER TABLE t ADD COLUMN {name} {arg}")
             oracle.execute(f"ALTER TABLE t ADD COLUMN {name} {arg}")
             columns.append(name)
@@ -258,7 +261,7 @@ def run_columns(path: str, ops, keyed: bool, engine: str = "duckdb", spark=None)
     check()
     conn.execute("CREATE MATERIALIZED VIEW v AS SELECT * FROM t WHERE id > 1")
     conn.execute("INSERT INTO t (id) VALUES (5)")
-    if keyed:  # the new row replaces the old one whole (its other columns NULL)
+    if keyed:  # the new row replaces the old one whole (its other columns their DEFAULT or NULL)
         oracle.execute("DELETE FROM t WHERE id = 5")
     oracle.execute("INSERT INTO t (id) VALUES (5)")
     conn.execute("FLUSH")
@@ -288,3 +291,32 @@ def test_a_renamed_source_keeps_its_position_and_reads_each_file_once(tmp_path, 
     assert conn.wh.get("per_k").sql.endswith("FROM events GROUP BY k")
     with pytest.raises(ProgrammingError, match="use ALTER SOURCE"):
         conn.execute("ALTER TABLE events RENAME TO e2")
+
+
+def test_defaults_fill_what_an_insert_leaves_out(conn):
+    conn.execute("CREATE TABLE t (id INT PRIMARY KEY, n INT DEFAULT 5, s VARCHAR DEFAULT 'x' || 'y', "
+                 "at TIMESTAMP DEFAULT now())")
+    conn.execute("INSERT INTO t (id) VALUES (1)")
+    conn.execute("INSERT INTO t VALUES (2, 7)")  # without a column list: the first columns
+    conn.execute("INSERT INTO t (id, s) VALUES (3, NULL)")  # a NULL written is kept
+    conn.insert("t", pa.table({"id": pa.array([4], pa.int32())}))
+    conn.execute("ALTER TABLE t ADD COLUMN z DOUBLE PRECISION DEFAULT 1.5")  # the rows there get it too
+    conn.execute("INSERT INTO t (id) VALUES (5)")
+    conn.execute("FLUSH")
+    assert sorted(conn.execute("SELECT id, n, s, at IS NOT NULL, z FROM t").fetchall()) == [
+        (1, 5, "xy", True, 1.5), (2, 7, "xy", True, 1.5), (3, 5, None, True, 1.5), (4, 5, "xy", True, 1.5),
+        (5, 5, "xy", True, 1.5)]
+
+
+@pytest.mark.parametrize("ddl, error", [
+    ("CREATE TABLE b (a INT, c INT DEFAULT a + 1)", r"DEFAULT a \+ 1 of b.c"),
+    ("CREATE TABLE b (a INT DEFAULT (SELECT 1))", r"DEFAULT \(SELECT 1\) of b.a"),
+    ("CREATE TABLE b (a INT DEFAULT read_csv('x'))", r"function read_csv\(unknown\) does not exist"),
+    ("CREATE TABLE b (a INT DEFAULT 'zz')", "DEFAULT of b.a: Conversion Error"),
+    ("ALTER TABLE t ADD COLUMN q SMALLINT DEFAULT 100000", "DEFAULT of t.q: Conversion Error"),
+    ("ALTER TABLE t ADD COLUMN q INT NOT NULL", "NOT NULL in ALTER TABLE t ADD COLUMN"),
+])
+def test_defaults_that_cannot_be_computed_are_refused_when_declared(conn, ddl, error):
+    conn.execute("CREATE TABLE t (id INT)")
+    with pytest.raises(dagster_rw.Error, match=error):
+        conn.execute(ddl)

@@ -303,7 +303,7 @@ class Definitions:
                                        "plans differently with the new name")
 
     def alter_columns(self, statement) -> None:
-        """ALTER TABLE ... ADD COLUMN (NULL in every row) / DROP COLUMN, of a table nothing reads:
+        """ALTER TABLE ... ADD COLUMN (its DEFAULT, or NULL, in every row) / DROP COLUMN, of a table nothing reads:
         the table is brought to the newest epoch (its staged rows applied), then its rows are
         written again with the new columns, and the new definition and that state commit in one
         log entry (its change files, in the old columns and read by no one, go with it)."""
@@ -352,7 +352,11 @@ class Definitions:
         rows = self.engine.to_arrow(self.snapshot(s.table))
         rows = rows.select([c.name for c in columns if c.name in names])
         if s.add is not None:
-            rows = rows.append_column(s.add.name, pa.nulls(rows.num_rows, sqltypes.arrow_type(s.add.type)))
+            added = pa.nulls(rows.num_rows, sqltypes.arrow_type(s.add.type))
+            if s.add.default is not None and rows.num_rows:  # computed once, for every row already there
+                value = self.engine.sql(f"SELECT {s.add.default} AS v").column("v")
+                added = value.take(pa.array(np.zeros(rows.num_rows, np.int64)))
+            rows = rows.append_column(s.add.name, added)
         rows = rows.cast(step.object_schema(altered))
         files = []
         if rows.num_rows:

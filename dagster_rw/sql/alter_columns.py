@@ -11,6 +11,7 @@ from sqlglot.tokens import TokenType
 from .. import types as sqltypes
 from ..errors import ProgrammingError, unsupported
 from ..storage.catalog import Column
+from .defaults import default_sql
 from .dialect import _DIALECT, Statement, _parse
 
 
@@ -18,7 +19,8 @@ from .dialect import _DIALECT, Statement, _parse
 class AlterColumns(Statement):
     table: str = ""
     add: Column | None = None
-    add_sql: str = ""  # the new column's definition as written (name and type)
+    add_sql: str = ""  # the new column's definition as written (name, type, DEFAULT)
+    default: exp.Expression | None = None  # the new column's DEFAULT as written (checked as any call)
     drop: str | None = None
     if_exists: bool = False
 
@@ -30,13 +32,16 @@ def parse_alter_columns(sql: str) -> AlterColumns:
     table = tree.this.name
     action = tree.args["actions"][0]
     if isinstance(action, exp.ColumnDef):
-        for c in action.args.get("constraints") or []:
-            what = "DEFAULT" if isinstance(c.kind, exp.DefaultColumnConstraint) else c.sql(dialect="postgres")
-            raise unsupported(f"{what} in ALTER TABLE {table} ADD COLUMN (the column is added as NULL)", sql, c)
         if action.args.get("kind") is None:
             raise ProgrammingError(f'ALTER TABLE {table}: column "{action.name}" has no type')
         column = Column(action.name, sqltypes.canonical(action.args["kind"], table, action.name))
-        return AlterColumns(sql, table=table, add=column, add_sql=action.sql(dialect="postgres"))
+        default = None
+        for c in action.args.get("constraints") or []:
+            if not isinstance(c.kind, exp.DefaultColumnConstraint):
+                raise unsupported(f"{c.sql(dialect='postgres')} in ALTER TABLE {table} ADD COLUMN", sql, c)
+            default = c.kind.this
+            column.default = default_sql(default, column.type, f"{table}.{action.name}", sql)
+        return AlterColumns(sql, table=table, add=column, add_sql=action.sql(dialect="postgres"), default=default)
     if isinstance(action, exp.Drop) and (action.args.get("kind") or "").upper() == "COLUMN":
         if action.args.get("cascade"):
             raise unsupported(f"DROP COLUMN ... CASCADE on {table!r}", sql)

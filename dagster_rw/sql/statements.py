@@ -15,6 +15,7 @@ from sqlglot.tokens import TokenType
 from .. import types as sqltypes
 from ..errors import ProgrammingError, unsupported
 from ..storage.catalog import Column
+from .defaults import default_sql
 from .dialect import _DIALECT, DIALECT, Statement, _parse  # noqa: F401 - DIALECT is read from here
 from .plan import VIEW_COLUMNS
 
@@ -32,6 +33,7 @@ class CreateTable(Statement):
     emit_on_window_close: bool = False
     watermark: tuple[str, exp.Expression] | None = None  # (column, expression) of WATERMARK FOR
     on_conflict: dict = field(default_factory=dict)  # ON CONFLICT as table options (sql.on_conflict)
+    defaults: list[tuple[str, exp.Expression]] = field(default_factory=list)  # (column, DEFAULT as written)
 
 
 @dataclass
@@ -417,6 +419,7 @@ def _parse_create_table(sql: str, words: list[str]) -> CreateTable:
     columns: list[Column] = []
     pk: list[str] = []
     watermark = None
+    defaults: list[tuple[str, exp.Expression]] = []
     for item in schema.expressions if isinstance(schema, exp.Schema) else []:
         if isinstance(item, exp.WatermarkColumnConstraint):
             if watermark is not None:
@@ -433,6 +436,9 @@ def _parse_create_table(sql: str, words: list[str]) -> CreateTable:
                     pk.append(cname)
                 elif isinstance(c.kind, (exp.NotNullColumnConstraint,)):
                     pass
+                elif isinstance(c.kind, exp.DefaultColumnConstraint):
+                    defaults.append((cname, c.kind.this))
+                    columns[-1].default = default_sql(c.kind.this, columns[-1].type, f"{name}.{cname}", sql)
                 else:
                     raise unsupported(f"the column constraint {c.sql(dialect='postgres')}", sql, c)
         elif isinstance(item, exp.PrimaryKey):
@@ -448,7 +454,8 @@ def _parse_create_table(sql: str, words: list[str]) -> CreateTable:
         if k not in names:
             raise ProgrammingError(f'column "{k}" named in key does not exist in {name!r}')
     return CreateTable(sql, name=name, columns=columns, pk=pk, append_only=append_only,
-                       if_not_exists=bool(tree.args.get("exists")), watermark=watermark)
+                       if_not_exists=bool(tree.args.get("exists")), watermark=watermark, defaults=defaults)
+
 
 
 def _redact_literal_secrets(sql: str, options: dict[str, str], references: dict[str, str]) -> str:

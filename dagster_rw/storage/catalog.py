@@ -20,6 +20,7 @@ class Column:
     name: str
     type: str
     hidden: bool = False
+    default: str | None = None  # DEFAULT: the value's expression as DuckDB SQL, cast to the type
 
 
 @dataclass
