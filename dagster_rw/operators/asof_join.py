@@ -24,12 +24,7 @@ class AsofJoinOp(JoinSides, Operator):
         dl, dr = self.shared(*inputs)  # read by the lookups, the recomputation and the state writes
         lk, rk = self.lkeys(), self.rkeys()
         lc, rc = self.lcols(), self.rcols()
-        keys = self.sql(
-            f"SELECT {col_list(lk)} FROM kl UNION SELECT {col_list(lk)} FROM kr",
-            shared=True, kl=self.keys_of(dl, lk, lk), kr=self.keys_of(dr, rk, lk),
-        )
-        l_old, r_old = self.shared(self.state("left").lookup(keys, lk), self.state("right").lookup(self.sql(
-            "SELECT " + ", ".join(f"{quote(a)} AS {quote(b)}" for a, b in zip(lk, rk)) + " FROM k", k=keys), rk))
+        l_old, r_old = self.touched_rows(dl, dr)
         l_old, r_old = self.shared(self._unit(l_old, lc), self._unit(r_old, rc))
         l_new = self._updated(l_old, dl, lc, lk)
         r_new = self._updated(r_old, dr, rc, rk)

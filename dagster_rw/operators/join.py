@@ -165,6 +165,17 @@ class JoinSides:
         table.stage(partial(state_writes, self.engine, rows, cols, self.side_pk(side), True))
         return rows
 
+    def touched_rows(self, dl, dr):
+        """Each side's state rows with a join key that either delta touched (for the joins that
+        recompute the keys a step touched)."""
+        lk, rk = self.lkeys(), self.rkeys()
+        keys = self.sql(
+            f"SELECT {col_list(lk)} FROM kl UNION SELECT {col_list(lk)} FROM kr",
+            shared=True, kl=self.keys_of(dl, lk, lk), kr=self.keys_of(dr, rk, lk),
+        )
+        return self.shared(self.state("left").lookup(keys, lk), self.state("right").lookup(self.sql(
+            "SELECT " + ", ".join(f"{quote(a)} AS {quote(b)}" for a, b in zip(lk, rk)) + " FROM k", k=keys), rk))
+
     def keys_of(self, delta, cols: list[str], as_names: list[str]):
         """The join keys of a delta's rows under the other side's names (NULL keys never match)."""
         if isinstance(delta, pa.Table):

@@ -16,12 +16,7 @@ class OuterJoinOp(JoinSides, Operator):
         kind = self.node.kind
         lk, rk = self.lkeys(), self.rkeys()
         lc, rc = self.lcols(), self.rcols()
-        keys = self.sql(
-            f"SELECT {col_list(lk)} FROM kl UNION SELECT {col_list(lk)} FROM kr",
-            shared=True, kl=self.keys_of(dl, lk, lk), kr=self.keys_of(dr, rk, lk),
-        )
-        l_old, r_old = self.shared(self.state("left").lookup(keys, lk), self.state("right").lookup(self.sql(
-            "SELECT " + ", ".join(f'"{a}" AS "{b}"' for a, b in zip(lk, rk)) + " FROM k", k=keys), rk))
+        l_old, r_old = self.touched_rows(dl, dr)
         nonnull_l = " AND ".join(f'"{c}" IS NOT NULL' for c in lk)
         nonnull_r = " AND ".join(f'"{c}" IS NOT NULL' for c in rk)
         l_new = self.sql(consolidate_sql(lc, "u"), u=self.sql(
