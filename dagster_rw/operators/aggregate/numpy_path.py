@@ -64,10 +64,10 @@ class NumpyPath:
 
     def counts_in_numpy(self, d, a, counts, old, i: int):
         """The count changes of a MIN/MAX, staged, and groups_losing_extreme's answer, without SQL,
-        when the group column and the value are integers that code into one sortable number:
-        (dm, per_group), or None to take the SQL path."""
+        when the value is an integer and the group one integer column, or two small-integer
+        columns (coded into one sortable number): (dm, per_group), or None to take the SQL path."""
         x = cname(a.arg)
-        if not isinstance(d, pa.Table) or not isinstance(old, pa.Table) or a.distinct or len(self.groups) > 1 \
+        if not isinstance(d, pa.Table) or not isinstance(old, pa.Table) or a.distinct or len(self.groups) > 2 \
                 or not pa.types.is_integer(d.schema.field(x).type):
             return None
         keys = self.groups + ["v"]
@@ -78,11 +78,17 @@ class NumpyPath:
             counted = self.extremes_by_counting(sub, a, counts, old, i)
             if counted is not None:
                 return counted
-        codes = sst_cache.key_codes(sub, keys)
         gcodes_old = sst_cache.key_codes(old, self.groups) if self.groups else np.zeros(old.num_rows, np.int8)
-        if codes is None or gcodes_old is None:
-            return None
-        dm = _count_changes(sub, keys, codes)
+        if len(self.groups) == 2:  # two group columns and the value: sorted by the groups' code, then the value
+            pair = sst_cache.key_codes(sub, self.groups)
+            if pair is None or gcodes_old is None:
+                return None
+            dm = _count_changes_by_group(sub, keys, pair)
+        else:
+            codes = sst_cache.key_codes(sub, keys)
+            if codes is None or gcodes_old is None:
+                return None
+            dm = _count_changes(sub, keys, codes)
         if dm is None:
             return None  # nothing changes the counts (SQL's answer covers a global aggregate's one row)
         dc = dm.column("dc").to_numpy()
@@ -118,7 +124,7 @@ class NumpyPath:
             found = counts.lookup(probe, keys)
             old_c = np.zeros(len(at_old), np.int64)
             if found.num_rows:
-                old_c[np.searchsorted(sst_cache.key_codes(probe, keys), sst_cache.key_codes(found, keys))] = found.column("cnt").to_numpy()
+                old_c[_positions(probe, found, keys)] = found.column("cnt").to_numpy()
             lost[group_of[at_old[old_c + dc[at_old] <= 0]]] = True
         per_group = pa.table({**{g: dm.column(g).take(pa.array(gstarts)) for g in self.groups},
                               "ins_best": ins_best, "lost": pa.array(lost),
@@ -227,6 +233,34 @@ def _count_changes(sub: pa.Table, keys: list[str], codes: np.ndarray) -> pa.Tabl
     if columns is None:
         return sub.select(keys).take(pa.array(order[starts])).append_column("dc", pa.array(dc))
     return pa.Table.from_arrays(columns + [pa.array(dc)], names=keys + ["dc"])
+
+
+def _count_changes_by_group(sub: pa.Table, keys: list[str], group_codes: np.ndarray) -> pa.Table | None:
+    """_count_changes for two group columns and the value (three key columns, more than one code
+    holds): the rows sorted by the groups' code (key_codes of the two, order-preserving), then by
+    the value."""
+    if not sub.num_rows:
+        return None
+    value = sub.column("v").combine_chunks().to_numpy(zero_copy_only=False)
+    order = np.lexsort((value, group_codes))
+    g, v = group_codes[order], value[order]
+    starts = np.flatnonzero(np.concatenate(([True], (g[1:] != g[:-1]) | (v[1:] != v[:-1]))))
+    dc = np.add.reduceat(sub.column(W).to_numpy()[order], starts)
+    keep = dc != 0
+    if not keep.any():
+        return None
+    rows = order[starts[keep]]
+    return sub.select(keys).take(pa.array(rows)).append_column("dc", pa.array(dc[keep]))
+
+
+def _positions(probe: pa.Table, found: pa.Table, keys: list[str]) -> np.ndarray:
+    """For each row of `found` (rows of the state table, keyed by `keys`), the position of the row
+    of `probe` (sorted by `keys`, unique) with its key."""
+    codes = sst_cache.key_codes(probe, keys)
+    if codes is not None:
+        return np.searchsorted(codes, sst_cache.key_codes(found, keys))
+    at = {k: n for n, k in enumerate(zip(*(probe.column(c).to_pylist() for c in keys)))}
+    return np.array([at[k] for k in zip(*(found.column(c).to_pylist() for c in keys))], np.int64)
 
 
 def _count_change_writes(sub: pa.Table, keys: list[str]) -> pa.Table:
