@@ -13,8 +13,7 @@ from __future__ import annotations
 from .. import types as sqltypes
 from ..engine.duck import quote
 from .base import Operator, W, col_list, consolidate_sql
-from .join import JoinSides
-from .outer_join import _any_null
+from .join import JoinSides, any_null
 
 _DESCENDING = {">=": True, ">": True, "<=": False, "<": False}
 
@@ -22,20 +21,16 @@ _DESCENDING = {">=": True, ">": True, "<=": False, "<": False}
 class AsofJoinOp(JoinSides, Operator):
     def apply(self, inputs):
         dl, dr = self.shared(*inputs)  # read by the lookups, the recomputation and the state writes
-        lk, rk = self.lkeys(), self.rkeys()
-        lc, rc = self.lcols(), self.rcols()
-        l_old, r_old = self.touched_rows(dl, dr)
-        l_old, r_old = self.shared(self._unit(l_old, lc), self._unit(r_old, rc))
-        l_new = self._updated(l_old, dl, lc, lk)
-        r_new = self._updated(r_old, dr, rc, rk)
+        lk, lc, rc = self.lkeys(), self.lcols(), self.rcols()
+        lo, ro, ln, rn = self.touched_sides(dl, dr)
         parts = [f"SELECT * FROM ({self._asof('ln', 'rn')}) n",
                  f"SELECT {self._negated()} FROM ({self._asof('lo', 'ro')}) o"]
         nl = len(lc)
         if self.node.kind == "left":  # rows with a NULL join key meet nothing: they pass through padded
             pad = ", ".join([f"l.{quote(c)} AS {quote(c)}" for c in lc] +
                             [f"CAST(NULL AS {self._type(nl + i)}) AS {quote(f'c{nl + i}')}" for i in range(len(rc))])
-            parts.append(f"SELECT {pad}, l.{W} AS {W} FROM dl l WHERE {_any_null(lk, 'l')}")
-        out = self.sql(" UNION ALL ".join(parts), ln=l_new, rn=r_new, lo=l_old, ro=r_old, dl=dl)
+            parts.append(f"SELECT {pad}, l.{W} AS {W} FROM dl l WHERE {any_null(lk, 'l')}")
+        out = self.sql(" UNION ALL ".join(parts), ln=ln, rn=rn, lo=lo, ro=ro, dl=dl)
         all_cols = [f"c{i}" for i in range(len(self.node.columns))]
         out = self.sql(consolidate_sql(all_cols, "o"), o=out)
         self.stage_sides(dl, dr)
@@ -62,17 +57,6 @@ class AsofJoinOp(JoinSides, Operator):
 
     def _type(self, i: int) -> str:
         return sqltypes.duckdb_type(self.node.columns[i].type)
-
-    def _updated(self, old, delta, cols: list[str], keys: list[str]):
-        """A side's rows of the touched keys after the step: the old ones and the delta's rows
-        with non-NULL keys, their weights added up."""
-        nonnull = " AND ".join(f"{quote(c)} IS NOT NULL" for c in keys)
-        return self.sql(consolidate_sql(cols, "u"), u=self.sql(
-            f"SELECT {col_list(cols)}, {W} FROM o UNION ALL SELECT {col_list(cols)}, {W} FROM d WHERE {nonnull}",
-            o=old, d=delta))
-
-    def _unit(self, rel, cols):
-        return self.sql(f"SELECT {col_list(cols)}, CAST(1 AS BIGINT) AS {W} FROM s", s=rel)
 
 
 __all__ = ["AsofJoinOp"]

@@ -32,6 +32,7 @@ from .base import (
     W,
     col_list,
     consolidate,
+    consolidate_sql,
     delta_schema,
     eq,
     row_schema,
@@ -165,16 +166,29 @@ class JoinSides:
         table.stage(partial(state_writes, self.engine, rows, cols, self.side_pk(side), True))
         return rows
 
-    def touched_rows(self, dl, dr):
-        """Each side's state rows with a join key that either delta touched (for the joins that
-        recompute the keys a step touched)."""
+    def touched_sides(self, dl, dr):
+        """For the joins that recompute the join keys a step touched: each side's rows with a key
+        either delta touched, before and after the step, as weighted rows (lo, ro, ln, rn)."""
         lk, rk = self.lkeys(), self.rkeys()
         keys = self.sql(
             f"SELECT {col_list(lk)} FROM kl UNION SELECT {col_list(lk)} FROM kr",
             shared=True, kl=self.keys_of(dl, lk, lk), kr=self.keys_of(dr, rk, lk),
         )
-        return self.shared(self.state("left").lookup(keys, lk), self.state("right").lookup(self.sql(
-            "SELECT " + ", ".join(f"{quote(a)} AS {quote(b)}" for a, b in zip(lk, rk)) + " FROM k", k=keys), rk))
+        l_old = self.state("left").lookup(keys, lk)
+        r_old = self.state("right").lookup(self.sql(
+            "SELECT " + ", ".join(f"{quote(a)} AS {quote(b)}" for a, b in zip(lk, rk)) + " FROM k", k=keys), rk)
+        unit = f"CAST(1 AS BIGINT) AS {W}"
+        lo, ro = self.shared(self.sql(f"SELECT {col_list(self.lcols())}, {unit} FROM s", s=l_old),
+                             self.sql(f"SELECT {col_list(self.rcols())}, {unit} FROM s", s=r_old))
+        return lo, ro, self._after(lo, dl, self.lcols(), lk), self._after(ro, dr, self.rcols(), rk)
+
+    def _after(self, old, delta, cols: list[str], keys: list[str]):
+        """A side's rows of the touched keys after the step: the old ones and the delta's rows with
+        non-NULL keys (NULL keys never match), their weights added up."""
+        nonnull = " AND ".join(f"{quote(c)} IS NOT NULL" for c in keys)
+        return self.sql(consolidate_sql(cols, "u"), u=self.sql(
+            f"SELECT {col_list(cols)}, {W} FROM o UNION ALL SELECT {col_list(cols)}, {W} FROM d WHERE {nonnull}",
+            o=old, d=delta))
 
     def keys_of(self, delta, cols: list[str], as_names: list[str]):
         """The join keys of a delta's rows under the other side's names (NULL keys never match)."""
@@ -295,4 +309,9 @@ class InnerJoinOp(JoinSides, Operator):
         return self.sql(f"SELECT {col_list(cols)}, CAST(1 AS BIGINT) AS {W} FROM s", s=rel)
 
 
-__all__ = ["InnerJoinOp", "JoinSides"]
+def any_null(cols: list[str], prefix: str) -> str:
+    """SQL: a row of `prefix` has a NULL in one of `cols` (a join key that meets nothing)."""
+    return "(" + " OR ".join(f"{prefix}.{quote(c)} IS NULL" for c in cols) + ")"
+
+
+__all__ = ["InnerJoinOp", "JoinSides", "any_null"]
