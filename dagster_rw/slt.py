@@ -551,9 +551,16 @@ def check_error(record: Record, error: BaseException) -> str | None:
         if not _matches(record.error_pattern, message):
             return f"error message {_first_line(message)!r} does not match {record.error_pattern!r}"
     elif record.error_message:
-        if normalize(record.error_message) != normalize(message):
+        if normalize(_root_cause(record.error_message)) != normalize(_root_cause(message)):
             return f"error message {_first_line(message)!r} differs from the expected {_first_line(record.error_message)!r}"
     return None
+
+
+def _root_cause(message: str) -> str:
+    """The innermost cause of an error chain as RisingWave prints it (`<context>` then `Caused by:`
+    sections; the client adds `db error: ERROR: ...` in front): the whole message when it has no
+    cause. An expected message is matched on this part, which names what went wrong."""
+    return message.rsplit("\nCaused by:", 1)[-1]
 
 
 def _matches(pattern: str, message: str) -> bool:

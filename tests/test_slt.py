@@ -336,3 +336,35 @@ def test_main_prints_per_file_lines_and_totals(tmp_path):
     assert "bad.slt:1:" in text
     assert "files: 1/2 passed; records: 1/2 passed; 0 skipped" in text
     assert slt.main([str(tmp_path / "d" / "good.slt")], out=io.StringIO()) == 0
+
+
+def test_an_expected_message_is_matched_on_its_innermost_cause(tmp_path):
+    # RisingWave's client prints `db error: ERROR: <context>`, then each cause after `Caused by:`;
+    # the innermost cause is what must match, word for word.
+    p = _write(tmp_path, """\
+statement ok
+create table t1 (v1 int, v2 int)
+
+statement ok
+create table t2 (v1 int, v3 int)
+
+statement error
+create materialized view v5 as select * from t1 union corresponding by (vxx, v1) select * from t2
+----
+db error: ERROR: Failed to run the query
+
+Caused by:
+  Invalid input syntax: Column name `vxx` in CORRESPONDING BY is not found in a side of the UNION operation. It shall be included in both sides.
+
+
+statement error
+create materialized view v6 as select * from t1 union corresponding by (vxx, v1) select * from t2
+----
+db error: ERROR: Failed to run the query
+
+Caused by:
+  Invalid input syntax: Column name `v1` in CORRESPONDING BY is not found in a side of the UNION operation. It shall be included in both sides.
+""")
+    result = slt.run_file(p, warehouse=str(tmp_path / "wh"))
+    assert (result.passed, result.failed) == (3, 1)
+    assert result.failures[0].line == 16 and "differs from the expected" in result.failures[0].reason

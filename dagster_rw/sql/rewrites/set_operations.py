@@ -41,18 +41,24 @@ def corresponding_as_select_lists(query: exp.Expression, context) -> exp.Express
     if by:
         for name in by:
             if name not in left or name not in right:
-                raise ProgrammingError(
+                raise ProgrammingError(_caused(
                     f"column {name!r} in CORRESPONDING BY{subject} is not an output column of both sides of the UNION "
-                    f"(left: {', '.join(left)}; right: {', '.join(right)}){context.where(query)}")
+                    f"(left: {', '.join(left)}; right: {', '.join(right)}){context.where(query)}",
+                    f"Invalid input syntax: Column name `{name}` in CORRESPONDING BY is not found in a side of "
+                    f"the UNION operation. It shall be included in both sides."))
         if len(set(by)) != len(by):
             raise ProgrammingError(f"CORRESPONDING BY{subject} names a column twice{context.where(query)}")
         names = by
     else:
         names = [n for n in left if n in right]
         if not names:
-            raise ProgrammingError(
+            raise ProgrammingError(_caused(
                 f"UNION CORRESPONDING{subject}: the two sides have no output column name in common "
-                f"(left: {', '.join(left)}; right: {', '.join(right)}){context.where(query)}")
+                f"(left: {', '.join(left)}; right: {', '.join(right)}){context.where(query)}",
+                "Invalid input syntax: When CORRESPONDING is specified, at least one column of the left side "
+                "shall have a column name that is the column name of some column of the right side in a UNION "
+                f"operation. Left side query column list: ({_quoted(left)}). "
+                f"Right side query column list: ({_quoted(right)})."))
     for side, outputs in (("left", left), ("right", right)):
         twice = sorted({n for n in names if outputs.count(n) > 1})
         if twice:
@@ -126,3 +132,12 @@ def _copies(both: exp.Expression, keys: list[exp.Expression], what: str) -> exp.
     series = sqlglot.parse_one("SELECT generate_series(1, _rw_n)", read="postgres").expressions[0]
     expanded = exp.select(*[k.copy() for k in keys], series.as_("_rw_i")).from_(derived(counts, "_rw_counts"))
     return exp.select(*[k.copy() for k in keys]).from_(derived(expanded, "_rw_copies"))
+
+
+def _caused(message: str, cause: str) -> str:
+    """A message followed by its cause in RisingWave's words, as RisingWave chains an error's causes."""
+    return f"{message}\n\nCaused by:\n  {cause}"
+
+
+def _quoted(names: list[str]) -> str:
+    return ", ".join(f'"{n}"' for n in names)
