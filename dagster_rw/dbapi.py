@@ -7,6 +7,7 @@ import pyarrow as pa
 import sqlglot
 from sqlglot import exp
 
+from . import jsonb
 from . import types as sqltypes
 from .engine.duck import DuckEngine, quote
 from .errors import InterfaceError, ProgrammingError
@@ -199,20 +200,23 @@ class Connection:
         same = _same_types(data, columns, visible) if not any(
             c.default is not None and c.name not in columns for c in visible) else None
         if same is not None:
-            return same
+            return _canonical_jsonb(same, table, visible)
         select = []
         for i, c in enumerate(visible):
             if c.name in columns:
                 src = f"d.{quote(data.column_names[columns.index(c.name)])}"
             else:
                 src = c.default if c.default is not None else "NULL"
-            select.append(f"CAST({src} AS {sqltypes.duckdb_type(c.type)}) AS {quote(c.name)}")
+            # (jsonb as text: dagster_rw.jsonb parses it, and words an error as PostgreSQL does)
+            to = "VARCHAR" if c.type == "jsonb" else sqltypes.duckdb_type(c.type)
+            select.append(f"CAST({src} AS {to}) AS {quote(c.name)}")
         try:
-            return self.engine.sql(f"SELECT {', '.join(select)} FROM d", d=data)
+            out = self.engine.sql(f"SELECT {', '.join(select)} FROM d", d=data)
         except Exception as e:  # a value that does not fit its column
             from .errors import DataError
 
             raise DataError(f"cannot insert into {table!r}: {str(e).splitlines()[0]}") from None
+        return _canonical_jsonb(out, table, visible)
 
     def relation_columns(self, name: str) -> dict[str, str] | None:
         """A relation's visible columns and their types, by name (None for an unknown name)."""
@@ -269,7 +273,9 @@ class Connection:
             cols = ", ".join(quote(c.name) for c in obj.visible_columns)
             views[t.name] = spark_engine.sql(f"SELECT {cols} FROM rw_snap", rw_snap=state)
             schema[t.name] = {c.name: c.type for c in obj.visible_columns}
-        sql = typed_query(query, schema).sql(dialect="spark")
+        from .engine.spark import spark_ready
+
+        sql = spark_ready(typed_query(query, schema)).sql(dialect="spark")
         try:
             return spark_engine.run_query(sql, views)
         except Exception as e:
@@ -292,7 +298,7 @@ class Connection:
         """A SELECT as the batch engines run it: TUMBLE / HOP expanded into plain subqueries, FETCH ... WITH
         TIES as a filter on rank()."""
         from .sql.batch_windows import expand_time_windows
-        from .sql.semantics import with_ties_as_rank
+        from .sql.semantics import jsonb_constants, with_ties_as_rank
 
         def micros(e):
             if not isinstance(e, exp.Interval):
@@ -300,7 +306,7 @@ class Connection:
             return int(self.engine.sql(f"SELECT epoch_us(TIMESTAMP '1970-01-01' + {e.sql(dialect='duckdb')}) AS i")
                        .column(0)[0].as_py())
 
-        return with_ties_as_rank(expand_time_windows(query, self.wh.catalog().get, micros))
+        return jsonb_constants(with_ties_as_rank(expand_time_windows(query, self.wh.catalog().get, micros)))
 
     def run_query(self, query: exp.Expression):
         query = self.batch_query(query)
@@ -624,7 +630,8 @@ class Cursor:
         if obj.options.get(ON_CONFLICT) == NOTHING:
             moved = "true"
         deletes = conn.engine.sql(f"SELECT {old_as} FROM c WHERE {moved}", c=changed)
-        upserts = conn.engine.sql(f"SELECT {cols} FROM c", c=changed)
+        upserts = _canonical_jsonb(conn.engine.sql(f"SELECT {cols} FROM c", c=changed), s.table,
+                                   [c for c in obj.columns if c.name in assigned])
         rows = pa.concat_tables([deletes, upserts])
         if obj.pk:
             nulls = [k for k in obj.pk if upserts.column(k).null_count]
@@ -729,6 +736,16 @@ def _bind_parameters(sql: str, parameters) -> str:
 
 
 __all__ = ["Connection", "Cursor", "connect", "sqlglot"]
+
+
+def _canonical_jsonb(data: pa.Table, table: str, visible: list) -> pa.Table:
+    """Rows with their jsonb values in PostgreSQL's one form (dagster_rw.jsonb)."""
+    for c in visible:
+        if c.type == "jsonb" and c.name in data.column_names:
+            i = data.column_names.index(c.name)
+            data = data.set_column(i, c.name, jsonb.normalize_array(
+                data.column(i), f" in column {c.name!r} of {table!r}"))
+    return data
 
 
 def _same_types(data: pa.Table, columns: list[str], visible: list) -> pa.Table | None:

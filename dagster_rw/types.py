@@ -21,6 +21,8 @@ _SIMPLE = {
     "timestamptz": (pa.timestamp("us", tz="UTC"), "TIMESTAMPTZ"),
     "interval": (pa.month_day_nano_interval(), "INTERVAL"),
     "bytea": (pa.binary(), "BLOB"),
+    # stored as its canonical text (dagster_rw.jsonb); typed as JSON where expressions are typed
+    "jsonb": (pa.string(), "JSON"),
 }
 
 _FROM_SQLGLOT = {
@@ -35,6 +37,7 @@ _FROM_SQLGLOT = {
     exp.DType.TIMESTAMPTZ: "timestamptz",
     exp.DType.INTERVAL: "interval",
     exp.DType.VARBINARY: "bytea", exp.DType.BINARY: "bytea",
+    exp.DType.JSONB: "jsonb", exp.DType.JSON: "jsonb",
 }
 
 DEFAULT_NUMERIC = "numeric(38,10)"
@@ -67,6 +70,15 @@ def arrow_type(name: str) -> pa.DataType:
         p, s = _numeric_params(name)
         return pa.decimal128(p, s)
     return _SIMPLE[name][0]
+
+
+def typing_arrow_type(name: str) -> pa.DataType:
+    """The Arrow type that makes DuckDB type an expression over a column of type `name` as SQL
+    does: the storage type, except jsonb, which is typed through Arrow's JSON extension type (DuckDB
+    reads it as JSON) while it is stored, and computed on, as plain text."""
+    if name.endswith("[]"):
+        return pa.list_(typing_arrow_type(name[:-2]))
+    return pa.json_() if name == "jsonb" else arrow_type(name)
 
 
 def duckdb_type(name: str) -> str:
@@ -103,7 +115,7 @@ def from_duckdb(type_str: str) -> str:
         "DATE": "date", "TIME": "time", "TIMESTAMP": "timestamp", "TIMESTAMP_NS": "timestamp",
         "TIMESTAMP_MS": "timestamp", "TIMESTAMP_S": "timestamp",
         "TIMESTAMP WITH TIME ZONE": "timestamptz", "INTERVAL": "interval", "BLOB": "bytea",
-        '"NULL"': "varchar", "NULL": "varchar",
+        "JSON": "jsonb", '"NULL"': "varchar", "NULL": "varchar",
     }
     if t in mapping:
         return mapping[t]
@@ -122,6 +134,8 @@ def duckdb_type_of_arrow(t: pa.DataType) -> str:
         return duckdb_type_of_arrow(t.value_type) + "[]"
     if pa.types.is_timestamp(t):
         return "TIMESTAMPTZ" if t.tz else "TIMESTAMP"
+    if isinstance(t, pa.JsonType):
+        return "JSON"
     simple = {
         pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INTEGER", pa.int64(): "BIGINT",
         pa.float32(): "REAL", pa.float64(): "DOUBLE", pa.bool_(): "BOOLEAN", pa.string(): "VARCHAR",

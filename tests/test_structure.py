@@ -110,7 +110,7 @@ LAYERS = [
     {"sql"},
     {"storage"},
     {"engine"},
-    {"after_fork", "types"},
+    {"after_fork", "jsonb", "types"},
     {"errors"},
 ]
 
@@ -122,16 +122,17 @@ ALLOWED = {
     "slt": {"api"},
     "api": {"dbapi", "errors"},
     "dagster": {"api", "dbapi", "engine.spark", "errors", "runtime", "sql", "storage"},
-    "dbapi": {"engine", "engine.spark", "errors", "runtime", "sinks", "sources", "sql", "storage", "types"},
+    "dbapi": {"engine", "engine.spark", "errors", "jsonb", "runtime", "sinks", "sources", "sql", "storage", "types"},
     "sinks": {"engine", "errors", "operators", "runtime", "sql", "storage", "types"},
     "runtime": {"after_fork", "engine", "errors", "operators", "sources", "sql", "storage", "types"},
     "engine.spark": {"engine", "errors", "storage"},
     "operators": {"engine", "errors", "sql", "storage", "types"},
     "sources": {"engine", "errors", "storage", "types"},
-    "sql": {"engine", "errors", "storage", "types"},
+    "sql": {"engine", "errors", "jsonb", "storage", "types"},
     "storage": {"after_fork", "engine", "errors"},
     "engine": {"errors", "types"},
     "types": {"errors"},
+    "jsonb": {"errors"},
     "after_fork": set(),
     "errors": set(),
 }

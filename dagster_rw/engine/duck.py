@@ -130,7 +130,19 @@ class DuckEngine(Engine):
                 return None, []
             # type codes as plain strings ("INTEGER", "TIMESTAMP WITH TIME ZONE"), as the Spark path gives
             description = [(d[0], str(d[1])) + tuple(d[2:]) for d in rel.description]
-            return description, rel.fetchall()
+            intervals = [i for i, d in enumerate(description) if d[1] == "INTERVAL"]
+            if not intervals:
+                return description, rel.fetchall()
+            # DuckDB gives an interval to Python as a timedelta, which has no months ('1 mon' would
+            # be 30 days): such values come as Arrow's (months, days, nanoseconds) instead
+            table = _arrow_table(rel.arrow())
+            ordered = table.append_column("_rw_ord", pa.array(range(table.num_rows), pa.int64()))
+            rows = [list(r[:-1]) for r in self.con.from_arrow(ordered).order("_rw_ord").fetchall()]
+            for i in intervals:
+                for row, v in zip(rows, table.column(i).to_pylist()):
+                    if v is not None and v.months:
+                        row[i] = v
+            return description, [tuple(r) for r in rows]
 
     def describe(self, query: str, **relations) -> list[tuple[str, str]]:
         """Column names and DuckDB types of a query's result, without running it over data."""
@@ -216,3 +228,8 @@ def scan_sql(scan: ParquetScan) -> str:
         raise TypeError("in-process, staged batches are read as Arrow, not as a tagged scan")
     select = ", ".join(quote(f.name) for f in scan.schema)
     return f"SELECT {select} FROM read_parquet({_sql_list(scan.local_paths())})"
+
+
+def _arrow_table(result) -> pa.Table:
+    """A query's Arrow result as a table (DuckDB hands over a table or a record batch reader)."""
+    return result.read_all() if isinstance(result, pa.RecordBatchReader) else result

@@ -36,7 +36,17 @@ from .base import Engine, ParquetScan
 
 @functools.lru_cache(maxsize=4096)
 def to_spark_sql(query: str) -> str:
-    return sqlglot.transpile(query, read="duckdb", write="spark")[0]
+    return spark_ready(sqlglot.parse_one(query, read="duckdb")).sql(dialect="spark")
+
+
+def spark_ready(tree: sqlglot.exp.Expression) -> sqlglot.exp.Expression:
+    """A query of the DuckDB dialect with what Spark spells otherwise than sqlglot writes it
+    changed: jsonb is stored as its canonical text, so a cast to JSON is the text itself (sqlglot
+    writes Spark's TO_JSON for it, which would quote the text as a JSON string)."""
+    if any(c.to.is_type("json", "jsonb") for c in tree.find_all(sqlglot.exp.Cast)):
+        tree = tree.transform(
+            lambda n: n.this if isinstance(n, sqlglot.exp.Cast) and n.to.is_type("json", "jsonb") else n)
+    return tree
 
 
 @functools.lru_cache(maxsize=4096)
@@ -52,7 +62,7 @@ def spark_template(query: str, names: tuple[str, ...]) -> str:
             if not table.alias:
                 table.set("alias", sqlglot.exp.TableAlias(this=sqlglot.exp.to_identifier(table.name)))
             table.set("this", sqlglot.exp.to_identifier(f"rwrel_{table.name}_rwrel"))
-    return tree.sql(dialect="spark")
+    return spark_ready(tree).sql(dialect="spark")
 
 
 # what makes a query's result costly to compute again: a shuffle (grouping, windows, sorting,

@@ -61,6 +61,8 @@ def check_supported(columns: list[Column], encode: str) -> str | None:
     for c in columns:
         if c.type in ("interval", "time") and encode == "json":
             return f"column {c.name!r} of type {c.type} in ENCODE JSON"
+        if c.type == "jsonb" or c.type.startswith("jsonb["):
+            return f"column {c.name!r} of type jsonb (a source's fields are decoded as scalars and arrays)"
     return None
 
 

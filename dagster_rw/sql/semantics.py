@@ -11,6 +11,7 @@ from sqlglot import exp
 from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 
+from .. import jsonb
 from ..errors import ProgrammingError
 
 _SCOPE = "rw_t"
@@ -165,3 +166,21 @@ def with_ties_as_rank(query: exp.Expression) -> exp.Expression:
         return node
 
     return query.transform(rewrite) if query.find(exp.Fetch) else query
+
+
+JSON_TYPES = (exp.DType.JSON, exp.DType.JSONB)
+
+
+def jsonb_constants(expression: exp.Expression) -> exp.Expression:
+    """Every constant jsonb (`'{"b": 1, "a": 2}'::jsonb`) in its one stored form (dagster_rw.jsonb),
+    so that it compares equal to the same value in a column; an invalid one is refused here."""
+
+    def rewrite(node):
+        if isinstance(node, exp.Cast) and node.to.this in JSON_TYPES and isinstance(node.this, exp.Literal) \
+                and node.this.is_string:
+            return exp.Cast(this=exp.Literal.string(jsonb.normalize(node.this.this)), to=node.to.copy())
+        return node
+
+    if not any(isinstance(c.to, exp.DataType) and c.to.this in JSON_TYPES for c in expression.find_all(exp.Cast)):
+        return expression
+    return expression.transform(rewrite)

@@ -6,12 +6,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ... import types as sqltypes
 from ...engine.duck import quote
 from ...errors import OperationalError
 from ...sql.plan import ORDERED_AGGS, cname
 from ..base import DELETED, W, col_list, null_safe_eq
-from .value_state import MINPUT
+from .value_state import MINPUT, weighted_sum
 
 
 class Extremes:
@@ -41,9 +40,9 @@ class Extremes:
                 continue
             x = quote(cname(a.arg))
             if a.func in ("sum", "avg"):
-                acc_t = sqltypes.duckdb_type(dict(self.acc_columns())[f"s{i}"])
-                inner.append(f"sum(CASE WHEN {x} IS NOT NULL THEN {x} * {W} END) AS ds{i}")
-                outer.append(f"CAST(sum(ds{i}) AS {acc_t}) AS ds{i}")
+                acc_t = dict(self.acc_columns())[f"s{i}"]
+                inner.append(f"{weighted_sum(x, W, acc_t, cast=False)} AS ds{i}")
+                outer.append(f"{weighted_sum(f'ds{i}', '1', acc_t)} AS ds{i}")
             inner.append(f"sum(CASE WHEN {x} IS NOT NULL THEN {W} ELSE 0 END) AS dn{i}")
             outer.append(f"CAST(coalesce(sum(dn{i}), 0) AS BIGINT) AS dn{i}")
         v = quote(cname(args.pop()))

@@ -16,7 +16,7 @@ from .extremes import Extremes
 from .numpy_path import NumpyPath
 from .ordered import Ordered
 from .ordered_set import OrderedSet
-from .value_state import MINPUT, ValueState
+from .value_state import MINPUT, ValueState, weighted_sum
 
 
 class AggregateOp(ValueState, Extremes, Ordered, OrderedSet, ArrowPath, NumpyPath, Operator):
@@ -45,8 +45,7 @@ class AggregateOp(ValueState, Extremes, Ordered, OrderedSet, ArrowPath, NumpyPat
             x = quote(cname(a.arg))
             if a.func in ("sum", "avg"):
                 acc_t = dict(self.acc_columns())[f"s{i}"]
-                parts.append(f"CAST(sum(CASE WHEN {x} IS NOT NULL THEN {x} * {W} END) AS "
-                             f"{sqltypes.duckdb_type(acc_t)}) AS ds{i}")
+                parts.append(f"{weighted_sum(x, W, acc_t)} AS ds{i}")
             parts.append(f"CAST(coalesce(sum(CASE WHEN {x} IS NOT NULL THEN {W} ELSE 0 END), 0) AS BIGINT) AS dn{i}")
         if not isinstance(d, pa.Table):  # on Spark, unbuilt counts' best added values: in the same pass
             parts += [self.best_added(i) for i in unbuilt]

@@ -11,6 +11,26 @@ from ...storage.count_table import CountTable
 MINPUT = ("min", "max")
 
 
+def weighted_sum(x: str, weight: str, acc_type: str, cast: bool = True) -> str:
+    """SQL summing `x * weight` over a group's non-NULL values (NULL when there are none), cast to
+    the accumulator's type (`cast`; a partial sum summed again later needs no cast). An INTERVAL is summed field by field, months, days and microseconds
+    apart, as PostgreSQL adds intervals (`1 hour` plus `1 day` is `1 day 01:00:00`, never 25
+    hours): DuckDB has no SUM over intervals."""
+    if acc_type != "interval":
+        total = f"sum(CASE WHEN {x} IS NOT NULL THEN {x} * {weight} END)"
+        return f"CAST({total} AS {sqltypes.duckdb_type(acc_type)})" if cast else total
+
+    def field(part: str) -> str:
+        return f"sum(CASE WHEN {x} IS NOT NULL THEN ({part}) * {weight} END)"
+
+    months = field(f"datepart('year', {x}) * 12 + datepart('month', {x})")
+    days = field(f"datepart('day', {x})")
+    micros = field(f"datepart('hour', {x}) * 3600000000 + datepart('minute', {x}) * 60000000 "
+                   f"+ datepart('microseconds', {x})")
+    return (f"(to_months(CAST({months} AS INTEGER)) + to_days(CAST({days} AS INTEGER)) "
+            f"+ to_microseconds(CAST({micros} AS BIGINT)))")
+
+
 def _acc_type(func: str, arg_type: str, out_type: str) -> str:
     if func == "avg":
         if arg_type.startswith("numeric"):

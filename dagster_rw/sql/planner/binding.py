@@ -12,9 +12,13 @@ from ..plan import Col, Map, Node, cname
 from ..non_strict import non_strict
 from ..function_catalog import FUNCTION_NAME
 from ..rewrites.context import Context
-from ..semantics import regexp_match_groups, typed_expression
+from ..semantics import JSON_TYPES, jsonb_constants, regexp_match_groups, typed_expression
 from ..syntax import AGG_FUNCS, output_name
 from .scope import AliasOnly, Entry, Scope
+
+
+_JSON_OPERATORS = (exp.JSONExtract, exp.JSONExtractScalar, exp.JSONBExtract, exp.JSONBExtractScalar,
+                   exp.JSONBContains, exp.JSONObject, exp.JSONArray, exp.JSONArrayAgg, exp.JSONObjectAgg)
 
 
 def _ancestors(node: exp.Expression):
@@ -70,6 +74,7 @@ class Binding:
         # (over no FROM an expression is evaluated once, when the view is created: any function will do)
         if scope.entries:
             self.check_deterministic(expression)
+        self.check_jsonb(expression)
 
         def rewrite(node):
             if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
@@ -77,7 +82,24 @@ class Binding:
                 return exp.column(cname(entry.index))
             return node
 
-        return regexp_match_groups(expression).copy().transform(rewrite)
+        return jsonb_constants(regexp_match_groups(expression)).copy().transform(rewrite)
+
+    def check_jsonb(self, expression: exp.Expression) -> None:
+        """A view keeps jsonb values, compares them and counts them; it does not yet compute new
+        ones, which would have to come out in the stored form: refuse those by name."""
+        for node in expression.walk():
+            shown = None
+            if isinstance(node, _JSON_OPERATORS):
+                shown = node.sql(dialect="postgres")
+            elif isinstance(node, (exp.Anonymous, exp.Func)) and not isinstance(node, exp.Cast) and \
+                    node.sql_name().lower().startswith(("json", "to_json")):
+                shown = f"{node.sql_name().lower()}(...)"
+            elif isinstance(node, exp.Cast) and node.to.this in JSON_TYPES and not (
+                    isinstance(node.this, exp.Literal) and node.this.is_string):
+                shown = node.sql(dialect="postgres")
+            if shown is not None:
+                raise self.refuse(f"{shown}: jsonb operators, functions and casts of non-constant values to jsonb "
+                                  "in a view (a view keeps, compares, groups and counts jsonb values)", node)
 
     def check_deterministic(self, expression: exp.Expression) -> None:
         """Refuse the first call of `expression` whose value a delta cannot follow."""
@@ -108,7 +130,7 @@ class Binding:
 
     def describe(self, child: Node, exprs: list[exp.Expression], where: exp.Expression | None) -> list[str]:
         """Result types of expressions over the child's columns, inferred by DuckDB on empty input."""
-        schema = pa.schema([pa.field(cname(i), sqltypes.arrow_type(c.type)) for i, c in enumerate(child.columns)])
+        schema = pa.schema([pa.field(cname(i), sqltypes.typing_arrow_type(c.type)) for i, c in enumerate(child.columns)])
         empty = schema.empty_table()
         select = ", ".join(f"{e.sql(dialect='duckdb')} AS {quote(f'o{i}')}" for i, e in enumerate(exprs))
         cond = f" WHERE {where.sql(dialect='duckdb')}" if where is not None else ""
@@ -124,7 +146,7 @@ class Binding:
         for node in root.walk():
             if isinstance(node, Map) and node.child is not None:
                 child = node.child
-                schema = pa.schema([pa.field(cname(i), sqltypes.arrow_type(c.type)) for i, c in enumerate(child.columns)])
+                schema = pa.schema([pa.field(cname(i), sqltypes.typing_arrow_type(c.type)) for i, c in enumerate(child.columns)])
 
                 def duck_types(exprs, empty=schema.empty_table()):
                     select = ", ".join(f"{e.sql(dialect='duckdb')} AS {quote(f'o{i}')}" for i, e in enumerate(exprs))

@@ -1,0 +1,143 @@
+"""JSONB columns: each value stored in PostgreSQL's one form, compared with PostgreSQL itself on
+random documents; views that keep, compare, group and count jsonb values, against DuckDB on
+random workloads and on both paths; and what is refused by name."""
+from __future__ import annotations
+
+import json
+
+import psycopg
+import pytest
+from both_paths import run_on
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pg_target import connect as pg_connect
+from test_differential import _workload_test
+
+import dagster_rw
+from dagster_rw import jsonb
+
+# the same documents spelled differently (key order, spacing, a duplicate key): equal as jsonb
+SETUP = [
+    ("CREATE TABLE tj (id INT PRIMARY KEY, j JSONB)", "CREATE TABLE tj (id INT PRIMARY KEY, j VARCHAR)"),
+    ("""INSERT INTO tj VALUES (0, '{"b":[1,2.50],"a":null}'), (1, '{ "a" : null, "b" : [1, 2.50], "a": null }'),
+        (2, '[true, "x\\ty", {"long": 1e2, "k": -0.5}]'), (3, 'null'), (4, NULL)""",
+     """INSERT INTO tj VALUES (0, '{"a": null, "b": [1, 2.50]}'), (1, '{"a": null, "b": [1, 2.50]}'),
+        (2, '[true, "x\\ty", {"k": -0.5, "long": 100}]'), (3, 'null'), (4, NULL)"""),
+]
+VIEWS = {
+    "jsonb_joined": "SELECT t1.id, tj.j FROM t1 JOIN tj ON t1.k = tj.id",
+    "jsonb_grouped": "SELECT tj.j, count(*) AS n, sum(t1.v) AS sv FROM t1 JOIN tj ON t1.k = tj.id GROUP BY tj.j",
+    "jsonb_compared": ("""SELECT t1.id, t1.v FROM t1 JOIN tj ON t1.k = tj.id WHERE tj.j = '{"b": [1, 2.50], "a": null}'::jsonb""",
+                       """SELECT t1.id, t1.v FROM t1 JOIN tj ON t1.k = tj.id WHERE tj.j = '{"a": null, "b": [1, 2.50]}'"""),
+    "jsonb_counted": "SELECT count(tj.j) AS n, count(DISTINCT tj.j) AS d FROM t1 LEFT JOIN tj ON t1.k = tj.id",
+    "jsonb_as_text": "SELECT t1.id, tj.j::varchar AS t FROM t1 JOIN tj ON t1.k = tj.id WHERE tj.j IS NOT NULL",
+}
+
+test_jsonb_views_match_duckdb = _workload_test(VIEWS, setup=SETUP)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("engine", ["spark", "duckdb"])
+def test_jsonb_views_on_both_paths(tmp_path, spark, engine):
+    run_on(str(tmp_path / engine), spark, engine, VIEWS, setup=SETUP)
+
+
+# -- the stored form is PostgreSQL's ---------------------------------------------------------------
+
+_numbers = st.one_of(
+    st.integers(-10**20, 10**20).map(str),
+    st.decimals(min_value=-10**15, max_value=10**15, allow_nan=False, allow_infinity=False).map(lambda d: format(d, "f")),
+    st.tuples(st.integers(-999, 999), st.integers(0, 3), st.integers(-4, 4)).map(
+        lambda t: f"{t[0]}.{'0' * t[1]}5e{t[2]}"),
+)
+_strings = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=6)
+
+
+def _document(leaves):
+    return st.recursive(leaves, lambda inner: st.one_of(
+        st.lists(inner, max_size=4).map(lambda xs: "[" + ", ".join(xs) + "]"),
+        st.lists(st.tuples(_strings, inner), max_size=4).map(
+            lambda kvs: "{" + ",".join(f"{json.dumps(k)}:{v}" for k, v in kvs) + "}"),
+    ), max_leaves=12)
+
+
+_leaves = st.one_of(st.just("null"), st.just("true"), st.just("false"), _numbers, _strings.map(json.dumps))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(texts=st.lists(_document(_leaves), min_size=1, max_size=20))
+def test_stored_form_is_postgresqls_text(texts):
+    pg = _postgres()
+    try:
+        for text in texts:
+            try:
+                theirs = pg.execute("SELECT %s::jsonb::text", (text,)).fetchone()[0]
+            except psycopg.errors.DataError:  # (a \u0000 in a string)
+                with pytest.raises(dagster_rw.DataError, match="invalid input syntax for type json"):
+                    jsonb.normalize(text)
+                continue
+            assert jsonb.normalize(text) == theirs, text
+    finally:
+        pg.close()
+
+
+def test_fixed_documents_against_postgresql():
+    docs = ['{"b":1,"a":2,"b":3}', '{"aaa":1,"b":2,"cc":3}', '[1e2, 1.50, -0, 0.000, 1E-3, 12345678901234567890]',
+            '"tab\\there \\u00e9 \\u0001 \\/"', '{"": {}, " ": []}', '  null ']
+    pg = _postgres()
+    try:
+        for text in docs:
+            assert jsonb.normalize(text) == pg.execute("SELECT %s::jsonb::text", (text,)).fetchone()[0], text
+    finally:
+        pg.close()
+
+
+def _postgres():
+    import psycopg
+
+    try:
+        return pg_connect()
+    except psycopg.OperationalError as e:
+        pytest.skip(f"no PostgreSQL server ({str(e).splitlines()[0]})")
+
+
+# -- values in and out, and what is refused ---------------------------------------------------------
+
+def test_insert_update_and_select_keep_the_stored_form(tmp_path):
+    conn = dagster_rw.connect(str(tmp_path / "wh"))
+    conn.execute("CREATE TABLE tj (id INT PRIMARY KEY, j JSONB, s VARCHAR)")
+    conn.execute("""INSERT INTO tj VALUES (1, '{"b":1,"a":2}', '{"z": 0, "y": [1,2]}')""")
+    conn.execute("FLUSH")
+    conn.execute("INSERT INTO tj SELECT 2, s::jsonb, s FROM tj")
+    conn.execute("""UPDATE tj SET j = '{"d":1,  "c":2.0}' WHERE id = 1""")
+    conn.execute("FLUSH")
+    rows = conn.execute("SELECT id, j FROM tj ORDER BY id").fetchall()
+    assert rows == [(1, '{"c": 2.0, "d": 1}'), (2, '{"y": [1, 2], "z": 0}')]
+    assert conn.execute("""SELECT id FROM tj WHERE j = '{ "z":0, "y":[1, 2] }'::jsonb""").fetchall() == [(2,)]
+    assert conn.execute("DESCRIBE tj").fetchall()[1][:2] == ("j", "jsonb")
+    with pytest.raises(dagster_rw.DataError, match=r"invalid input syntax for type json in column 'j' of 'tj'"):
+        conn.execute("INSERT INTO tj VALUES (3, '{a: 1}', NULL)")
+    conn.execute("FLUSH")
+    assert conn.execute("SELECT count(*) FROM tj").fetchall() == [(2,)]  # nothing accepted was lost
+
+
+@pytest.mark.parametrize("query, refused", [
+    ("SELECT j -> 'a' AS x FROM tj", "jsonb operators"),
+    ("SELECT j ->> 'a' AS x FROM tj", "jsonb operators"),
+    ("SELECT s::jsonb AS x FROM tj", "casts of non-constant values to jsonb"),
+    ("SELECT jsonb_build_object('a', id) AS x FROM tj", r"function jsonb_build_object\(unknown, integer\) does not exist"),
+])
+def test_what_views_do_not_compute_yet_is_refused_by_name(tmp_path, query, refused):
+    conn = dagster_rw.connect(str(tmp_path / "wh"))
+    conn.execute("CREATE TABLE tj (id INT PRIMARY KEY, j JSONB, s VARCHAR)")
+    with pytest.raises(dagster_rw.ProgrammingError, match=refused):
+        conn.execute(f"CREATE MATERIALIZED VIEW v AS {query}")
+
+
+def test_a_source_refuses_jsonb_columns(tmp_path):
+    conn = dagster_rw.connect(str(tmp_path / "wh"))
+    (tmp_path / "in").mkdir()
+    with pytest.raises(dagster_rw.ProgrammingError, match="column 'j' of type jsonb"):
+        conn.execute(f"CREATE SOURCE s (id INT, j JSONB) WITH (connector = 'posix_fs', match_pattern = '*.json', "
+                     f"posix_fs.root = '{tmp_path / 'in'}') FORMAT PLAIN ENCODE JSON")
+
