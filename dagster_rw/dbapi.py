@@ -296,9 +296,13 @@ class Connection:
 
     def batch_query(self, query: exp.Expression) -> exp.Expression:
         """A SELECT as the batch engines run it: TUMBLE / HOP expanded into plain subqueries, FETCH ... WITH
-        TIES as a filter on rank()."""
+        TIES as a filter on rank(), jsonb constants in their stored form and jsonb's operators as the
+        functions both engines have (sql.semantics)."""
         from .sql.batch_windows import expand_time_windows
-        from .sql.semantics import jsonb_constants, with_ties_as_rank
+        from .sql.semantics import jsonb_constants, jsonb_containment, jsonb_operators, with_ties_as_rank
+
+        def refuse(node, what):
+            raise ProgrammingError(what)
 
         def micros(e):
             if not isinstance(e, exp.Interval):
@@ -306,7 +310,8 @@ class Connection:
             return int(self.engine.sql(f"SELECT epoch_us(TIMESTAMP '1970-01-01' + {e.sql(dialect='duckdb')}) AS i")
                        .column(0)[0].as_py())
 
-        return jsonb_constants(with_ties_as_rank(expand_time_windows(query, self.wh.catalog().get, micros)))
+        query = with_ties_as_rank(expand_time_windows(query, self.wh.catalog().get, micros))
+        return jsonb_containment(jsonb_operators(jsonb_constants(query), refuse), {})
 
     def run_query(self, query: exp.Expression):
         query = self.batch_query(query)

@@ -81,3 +81,134 @@ def _number(d: decimal.Decimal) -> str:
     # NUMERIC's text: no exponent; the scale is the digits after the point the input implies
     text = format(d, "f")
     return "0" if text in ("-0", "+0") else text
+
+
+# -- the operators, over stored (canonical) texts ---------------------------------------------------
+# Each takes and gives texts (None for SQL NULL), so that both engines call the same code: DuckDB as
+# Python functions of its connection, Spark as Python UDFs (engine/udfs.py).
+
+def _parse(text: str):
+    return json.loads(text, parse_float=decimal.Decimal, parse_int=decimal.Decimal)
+
+
+def _step(value, key):
+    """One step of `->`: an object's member by text key, an array's element by integer (negative
+    counts from the end); None where there is none."""
+    if isinstance(key, str):
+        return value.get(key, _MISSING) if isinstance(value, dict) else _MISSING
+    if isinstance(value, list) and -len(value) <= key < len(value):
+        return value[key]
+    return _MISSING
+
+
+_MISSING = object()
+
+
+def get(doc: str, key: str) -> str | None:
+    """`doc -> key`: `key` is the JSON text of the operand (a string: a member; a number: an element)."""
+    found = _arrow_step(_parse(doc), _key(key))
+    return None if found is _MISSING else _text(found)
+
+
+def get_text(doc: str, key: str) -> str | None:
+    """`doc ->> key`: the member or element as text (a string unquoted; JSON null is NULL)."""
+    return _as_text(_arrow_step(_parse(doc), _key(key)))
+
+
+def _arrow_step(value, key):
+    # PostgreSQL keeps a scalar document as an array of one element, which `->` (not `#>`) sees:
+    # `'1'::jsonb -> 0` and `-> -1` are 1
+    if not isinstance(value, (list, dict)) and key in (0, -1) and not isinstance(key, bool):
+        return value
+    return _step(value, key)
+
+
+def path(doc: str, elements: str) -> str | None:
+    """`doc #> path`, the path as a text array literal (`'{a,1}'`): each element is a member's
+    key, or, where the value is an array, an integer index."""
+    found = _walk(_parse(doc), elements)
+    return None if found is _MISSING else _text(found)
+
+
+def path_text(doc: str, elements: str) -> str | None:
+    """`doc #>> path`: the value at the path as text."""
+    return _as_text(_walk(_parse(doc), elements))
+
+
+def contains(doc: str, other: str) -> bool:
+    """`doc @> other`, PostgreSQL's containment: an object contains the members of another object
+    (each value contained in turn), an array the elements of another array (order and repeats
+    aside), a scalar an equal scalar; at the top level an array also contains a scalar element."""
+    a, b = _parse(doc), _parse(other)
+    if isinstance(a, list) and not isinstance(b, (list, dict)):
+        return any(_scalar_equal(x, b) for x in a)
+    return _contains(a, b)
+
+
+def typeof(doc: str) -> str:
+    """jsonb_typeof(doc): object, array, string, number, boolean or null."""
+    v = _parse(doc)
+    if isinstance(v, dict):
+        return "object"
+    if isinstance(v, list):
+        return "array"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, bool):
+        return "boolean"
+    if v is None:
+        return "null"
+    return "number"
+
+
+def _key(key: str):
+    k = json.loads(key)
+    return k if isinstance(k, str) else int(k)
+
+
+def check_path(elements: str) -> None:
+    """Refuse a path that is not a text array literal (`'{a,1}'`), with PostgreSQL's message."""
+    _path_keys(elements)
+
+
+def _path_keys(elements: str) -> list[str]:
+    inner = elements.strip()
+    if not (inner.startswith("{") and inner.endswith("}")):
+        raise DataError(f'malformed array literal: "{elements}"')
+    return [k.strip().strip('"') for k in inner[1:-1].split(",")] if inner[1:-1].strip() else []
+
+
+def _walk(value, elements: str):
+    for k in _path_keys(elements):
+        if isinstance(value, list):
+            try:
+                value = _step(value, int(k))
+            except ValueError:
+                return _MISSING
+        else:
+            value = _step(value, k)
+        if value is _MISSING:
+            return _MISSING
+    return value
+
+
+def _as_text(found) -> str | None:
+    if found is _MISSING or found is None:
+        return None
+    return found if isinstance(found, str) else _text(found)
+
+
+def _scalar_equal(a, b) -> bool:
+    if isinstance(a, (list, dict)) or isinstance(b, (list, dict)):
+        return False
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    return type(a) is type(b) and a == b
+
+
+def _contains(a, b) -> bool:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return all(k in a and _contains(a[k], v) for k, v in b.items())
+    if isinstance(a, list) and isinstance(b, list):
+        return all(any(_contains(x, y) for x in a) for y in b)
+    return _scalar_equal(a, b)

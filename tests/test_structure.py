@@ -130,7 +130,7 @@ ALLOWED = {
     "sources": {"engine", "errors", "storage", "types"},
     "sql": {"engine", "errors", "jsonb", "storage", "types"},
     "storage": {"after_fork", "engine", "errors"},
-    "engine": {"errors", "types"},
+    "engine": {"errors", "jsonb", "types"},
     "types": {"errors"},
     "jsonb": {"errors"},
     "after_fork": set(),

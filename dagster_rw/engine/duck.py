@@ -17,6 +17,7 @@ import duckdb
 import pyarrow as pa
 
 from ..errors import ProgrammingError
+from . import udfs
 from .base import Engine, ParquetScan
 
 _counter = itertools.count()
@@ -75,6 +76,13 @@ class DuckEngine(Engine):
         self.folders: frozenset[str] = frozenset(as_folder(f) for f in folders)
         self.con = self.connect()
         self.lock = threading.RLock()
+        self._with_functions = None  # the connection the engine's Python functions were given to
+
+    def _functions(self, query: str) -> None:
+        """Give the connection the Python functions (engine/udfs.py) when `query` calls one."""
+        if self._with_functions is not self.con and (udfs.PREFIX in query or udfs.PREFIX.upper() in query):
+            udfs.register_duckdb(self.con)
+            self._with_functions = self.con
 
     def connect(self):
         """A new connection of this engine, reaching its folders only."""
@@ -117,6 +125,7 @@ class DuckEngine(Engine):
 
     def sql(self, query: str, shared: bool = False, broadcast: tuple = (), **relations) -> pa.Table:
         with self._bound(relations):
+            self._functions(query)
             try:
                 return self.con.sql(query).to_arrow_table()
             except duckdb.Error as e:
@@ -125,6 +134,7 @@ class DuckEngine(Engine):
     def execute(self, query: str, **relations):
         """Run a statement and return DuckDB's Python rows (used for batch SELECT)."""
         with self._bound(relations):
+            self._functions(query)
             rel = self.con.sql(query)
             if rel is None:
                 return None, []
@@ -147,6 +157,7 @@ class DuckEngine(Engine):
     def describe(self, query: str, **relations) -> list[tuple[str, str]]:
         """Column names and DuckDB types of a query's result, without running it over data."""
         with self._bound(relations):
+            self._functions(query)
             try:
                 rows = self.con.sql(f"DESCRIBE {query}").fetchall()
             except duckdb.Error as e:

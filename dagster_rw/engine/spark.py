@@ -205,6 +205,21 @@ def ship_package(session) -> None:
         _shipped[id(session)] = session
 
 
+_with_functions: dict[int, object] = {}  # id(session) -> session that has the Python functions
+
+
+def register_functions(session) -> None:
+    """Give the session the Python functions the planner's SQL may call (engine/udfs.py), once."""
+    with _zip_lock:
+        if _with_functions.get(id(session)) is session:
+            return
+    from .udfs import register_spark
+
+    register_spark(session)
+    with _zip_lock:
+        _with_functions[id(session)] = session
+
+
 def no_static_broadcast(session) -> None:
     """Let Spark broadcast a join's side only by the sizes it measured while running (adaptive
     execution), never by its planner's estimate: the planner sizes a scan by Python tasks by its
@@ -273,6 +288,7 @@ class SparkEngine(Engine):
         self.join_strategy: str | None = None
         self._shuffle_partitions: str | None = None  # the session's own, while a step raised it
         ship_package(session)
+        register_functions(session)
         no_static_broadcast(session)
         no_constraint_propagation(session)
 

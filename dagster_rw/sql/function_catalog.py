@@ -104,6 +104,9 @@ _SCALARS = {
     "conditional": """
         coalesce(any, ...) nullif(any, any) greatest(any, ...) least(any, ...)
     """,
+    "json": """
+        jsonb_typeof(any)
+    """,
     "other": """
         gen_random_uuid()
     """,

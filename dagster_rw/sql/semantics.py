@@ -7,6 +7,8 @@ expressions is NULL, as in RisingWave's streaming (DuckDB would give infinity, o
 """
 from __future__ import annotations
 
+import json
+
 from sqlglot import exp
 from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
@@ -183,4 +185,91 @@ def jsonb_constants(expression: exp.Expression) -> exp.Expression:
 
     if not any(isinstance(c.to, exp.DataType) and c.to.this in JSON_TYPES for c in expression.find_all(exp.Cast)):
         return expression
+    return expression.transform(rewrite)
+
+
+# PostgreSQL's jsonb operators as the Python functions both engines call (dagster_rw.jsonb,
+# engine/udfs.py): `->` and `->>` with a constant key or index, `#>` and `#>>` with a constant path
+JSONB_RESULTS = ("rw_jsonb_get", "rw_jsonb_path")  # (the ones whose result is jsonb)
+_JSONB_CALLS = {exp.JSONExtract: "rw_jsonb_get", exp.JSONExtractScalar: "rw_jsonb_get_text",
+                exp.JSONBExtract: "rw_jsonb_path", exp.JSONBExtractScalar: "rw_jsonb_path_text"}
+
+
+def jsonb_operators(expression: exp.Expression, refuse) -> exp.Expression:
+    """`expression` with PostgreSQL's jsonb operators (`->`, `->>`, `#>`, `#>>`) and jsonb_typeof
+    as calls of the functions both engines have; `refuse(node, what)` raises for an operand that is
+    not a constant."""
+    if not any(isinstance(n, tuple(_JSONB_CALLS)) or _is_call(n, "jsonb_typeof") for n in expression.walk()):
+        return expression
+
+    def translate(node: exp.Expression) -> exp.Expression:
+        for child in list(node.iter_expressions()):
+            new = translate(child)
+            if new is not child:
+                child.replace(new)
+        if _is_call(node, "jsonb_typeof"):
+            return exp.Anonymous(this="rw_jsonb_typeof", expressions=list(node.expressions))
+        name = _JSONB_CALLS.get(type(node))
+        if name is None:
+            return node
+        operand = node.expression
+        if name in ("rw_jsonb_get", "rw_jsonb_get_text"):
+            key = _member_key(operand)
+            if key is None:
+                refuse(node, f"{node.sql(dialect='postgres')}: a jsonb member or element chosen by an expression "
+                             "(a constant key or index is maintained)")
+        else:
+            if not (isinstance(operand, exp.Literal) and operand.is_string):
+                refuse(node, f"{node.sql(dialect='postgres')}: a jsonb path that is not a constant")
+            jsonb.check_path(operand.this)
+            key = operand.this
+        return exp.Anonymous(this=name, expressions=[node.this, exp.Literal.string(key)])
+
+    return translate(expression.copy())
+
+
+def _is_call(node: exp.Expression, name: str) -> bool:
+    return isinstance(node, exp.Anonymous) and node.name.lower() == name
+
+
+def _member_key(operand: exp.Expression) -> str | None:
+    """The JSON text of `->`'s constant operand (a string: a member's key; an integer: an index)."""
+    if isinstance(operand, exp.JSONPath):
+        parts = operand.expressions[1:] if operand.expressions and isinstance(
+            operand.expressions[0], exp.JSONPathRoot) else operand.expressions
+        if len(parts) == 1 and isinstance(parts[0], exp.JSONPathKey) and isinstance(parts[0].this, str):
+            return json.dumps(parts[0].this)
+        if len(parts) == 1 and isinstance(parts[0], exp.JSONPathSubscript) and isinstance(parts[0].this, int):
+            return str(parts[0].this)
+        return None
+    if isinstance(operand, exp.Literal):
+        return json.dumps(operand.this) if operand.is_string else str(int(operand.this))
+    if isinstance(operand, exp.Neg) and isinstance(operand.this, exp.Literal) and not operand.this.is_string:
+        return str(-int(operand.this.this))
+    return None
+
+
+def jsonb_containment(expression: exp.Expression, column_types: dict[str, str]) -> exp.Expression:
+    """`a @> b` and `a <@ b` over jsonb (sqlglot reads them as the array operators) as calls of
+    the containment function both engines have; arrays' stay as they are."""
+    if not any(isinstance(n, (exp.ArrayContainsAll, exp.ArrayContainedBy)) for n in expression.walk()):
+        return expression
+
+    def is_jsonb(e: exp.Expression) -> bool:
+        if isinstance(e, exp.Paren):
+            return is_jsonb(e.this)
+        if isinstance(e, exp.Column):
+            return column_types.get(e.name) == "jsonb"
+        if isinstance(e, exp.Cast):
+            return e.to.this in JSON_TYPES
+        return isinstance(e, exp.Anonymous) and e.name.lower() in JSONB_RESULTS
+
+    def rewrite(node):
+        if isinstance(node, (exp.ArrayContainsAll, exp.ArrayContainedBy)) and (
+                is_jsonb(node.this) or is_jsonb(node.expression)):
+            outer, inner = (node.this, node.expression) if isinstance(node, exp.ArrayContainsAll) \
+                else (node.expression, node.this)
+            return exp.Anonymous(this="rw_jsonb_contains", expressions=[outer, inner])
+        return node
+
     return expression.transform(rewrite)

@@ -12,13 +12,14 @@ from ..plan import Col, Map, Node, cname
 from ..non_strict import non_strict
 from ..function_catalog import FUNCTION_NAME
 from ..rewrites.context import Context
-from ..semantics import JSON_TYPES, jsonb_constants, regexp_match_groups, typed_expression
+from ..semantics import (JSON_TYPES, jsonb_constants, jsonb_containment, jsonb_operators, regexp_match_groups,
+                         typed_expression)
 from ..syntax import AGG_FUNCS, output_name
 from .scope import AliasOnly, Entry, Scope
 
 
-_JSON_OPERATORS = (exp.JSONExtract, exp.JSONExtractScalar, exp.JSONBExtract, exp.JSONBExtractScalar,
-                   exp.JSONBContains, exp.JSONObject, exp.JSONArray, exp.JSONArrayAgg, exp.JSONObjectAgg)
+_JSON_READERS = (exp.JSONExtract, exp.JSONExtractScalar, exp.JSONBExtract, exp.JSONBExtractScalar)
+_JSON_BUILDERS = (exp.JSONObject, exp.JSONArray, exp.JSONArrayAgg, exp.JSONObjectAgg)
 
 
 def _ancestors(node: exp.Expression):
@@ -82,24 +83,31 @@ class Binding:
                 return exp.column(cname(entry.index))
             return node
 
-        return jsonb_constants(regexp_match_groups(expression)).copy().transform(rewrite)
+        expression = jsonb_operators(jsonb_constants(regexp_match_groups(expression)),
+                                     lambda node, what: self._refuse_jsonb(node, what))
+        return expression.copy().transform(rewrite)
+
+    def _refuse_jsonb(self, node, what: str):
+        raise self.refuse(what, node)
 
     def check_jsonb(self, expression: exp.Expression) -> None:
-        """A view keeps jsonb values, compares them and counts them; it does not yet compute new
-        ones, which would have to come out in the stored form: refuse those by name."""
+        """A view keeps, compares, groups and counts jsonb values and reads into them (`->`, `->>`,
+        `#>`, `#>>`, `@>`, `<@`, jsonb_typeof); it does not yet build new ones (jsonb_build_object,
+        jsonb_agg, ...), nor cast text to jsonb row by row: refuse those by name."""
         for node in expression.walk():
             shown = None
-            if isinstance(node, _JSON_OPERATORS):
+            if isinstance(node, _JSON_BUILDERS):
                 shown = node.sql(dialect="postgres")
-            elif isinstance(node, (exp.Anonymous, exp.Func)) and not isinstance(node, exp.Cast) and \
-                    node.sql_name().lower().startswith(("json", "to_json")):
+            elif isinstance(node, (exp.Anonymous, exp.Func)) and not isinstance(node, (exp.Cast, *_JSON_READERS)) \
+                    and node.sql_name().lower().startswith(("json", "to_json")) and node.sql_name().lower() != "jsonb_typeof":
                 shown = f"{node.sql_name().lower()}(...)"
             elif isinstance(node, exp.Cast) and node.to.this in JSON_TYPES and not (
                     isinstance(node.this, exp.Literal) and node.this.is_string):
                 shown = node.sql(dialect="postgres")
             if shown is not None:
-                raise self.refuse(f"{shown}: jsonb operators, functions and casts of non-constant values to jsonb "
-                                  "in a view (a view keeps, compares, groups and counts jsonb values)", node)
+                raise self.refuse(f"{shown}: building jsonb values in a view (functions that make jsonb, casts of "
+                                  "non-constant text to jsonb); a view keeps, compares, groups and counts jsonb "
+                                  "values and reads into them with ->, ->>, #>, #>>, @>, <@ and jsonb_typeof", node)
 
     def check_deterministic(self, expression: exp.Expression) -> None:
         """Refuse the first call of `expression` whose value a delta cannot follow."""
@@ -162,9 +170,9 @@ class Binding:
 
     def map(self, child: Node, exprs, where, names, keep_hidden=None) -> Map:
         column_types = {cname(i): c.type for i, c in enumerate(child.columns)}
-        exprs = [typed_expression(e, column_types) for e in exprs]
+        exprs = [typed_expression(jsonb_containment(e, column_types), column_types) for e in exprs]
         if where is not None:
-            where = typed_expression(where, column_types)
+            where = typed_expression(jsonb_containment(where, column_types), column_types)
         types = self.describe(child, exprs, where) if exprs else []
         hidden = keep_hidden or [False] * len(exprs)
         cols = [Col(n, t, h) for n, t, h in zip(names, types, hidden)]

@@ -1,0 +1,45 @@
+"""The Python functions both engines call by name, for what neither has as PostgreSQL means it:
+jsonb's operators over stored texts (dagster_rw.jsonb). The planner writes calls of them
+(`rw_jsonb_get(j, '"a"')`); DuckDB has them as Python functions of its connection, registered when
+a query first names one, and Spark as Python UDFs of the session, whose tasks import dagster_rw
+from the package the engine ships."""
+from __future__ import annotations
+
+from .. import jsonb
+
+# name -> (the function, its arguments' DuckDB types, its result's DuckDB type, its Spark type)
+FUNCTIONS = {
+    "rw_jsonb_get": (jsonb.get, ["VARCHAR", "VARCHAR"], "JSON", "string"),
+    "rw_jsonb_get_text": (jsonb.get_text, ["VARCHAR", "VARCHAR"], "VARCHAR", "string"),
+    "rw_jsonb_path": (jsonb.path, ["VARCHAR", "VARCHAR"], "JSON", "string"),
+    "rw_jsonb_path_text": (jsonb.path_text, ["VARCHAR", "VARCHAR"], "VARCHAR", "string"),
+    "rw_jsonb_contains": (jsonb.contains, ["VARCHAR", "VARCHAR"], "BOOLEAN", "boolean"),
+    "rw_jsonb_typeof": (jsonb.typeof, ["VARCHAR"], "VARCHAR", "string"),
+}
+PREFIX = "rw_jsonb_"  # every name above begins so: a query without it needs none of them
+
+
+def register_duckdb(con) -> None:
+    """Give a DuckDB connection every function (NULL in, NULL out; a function may give NULL)."""
+    for name, (fn, args, result, _) in FUNCTIONS.items():
+        con.create_function(name, _null_in_null_out(fn, len(args)), args, result, null_handling="special", side_effects=False)
+
+
+def register_spark(session) -> None:
+    """Give a Spark session every function, as Python UDFs (NULL in, NULL out)."""
+    for name, (fn, _, _, result) in FUNCTIONS.items():
+        session.udf.register(name, _null_in_null_out(fn), result)
+
+
+def _null_in_null_out(fn, arity: int | None = None):
+    """`fn`, NULL when an argument is NULL; with `arity`, taking exactly that many arguments (DuckDB
+    counts a Python function's parameters)."""
+    if arity == 1:
+        return lambda a: None if a is None else fn(a)
+    if arity == 2:
+        return lambda a, b: None if a is None or b is None else fn(a, b)
+
+    def call(*args):
+        return None if any(a is None for a in args) else fn(*args)
+
+    return call
