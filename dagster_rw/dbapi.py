@@ -299,7 +299,8 @@ class Connection:
         TIES as a filter on rank(), jsonb constants in their stored form and jsonb's operators as the
         functions both engines have (sql.semantics)."""
         from .sql.batch_windows import expand_time_windows
-        from .sql.semantics import jsonb_constants, jsonb_containment, jsonb_operators, with_ties_as_rank
+        from .sql.rewrites.jsonb_builders import jsonb_builders_as_functions
+        from .sql.semantics import jsonb_constants, jsonb_containment, jsonb_operators, values_as_json, with_ties_as_rank
 
         def refuse(node, what):
             raise ProgrammingError(what)
@@ -311,7 +312,8 @@ class Connection:
                        .column(0)[0].as_py())
 
         query = with_ties_as_rank(expand_time_windows(query, self.wh.catalog().get, micros))
-        return jsonb_containment(jsonb_operators(jsonb_constants(query), refuse), {})
+        query = jsonb_operators(jsonb_constants(jsonb_builders_as_functions(query)), refuse)
+        return jsonb_containment(values_as_json(query, lambda x: None, refuse), {})
 
     def run_query(self, query: exp.Expression):
         query = self.batch_query(query)

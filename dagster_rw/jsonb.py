@@ -88,7 +88,7 @@ def _number(d: decimal.Decimal) -> str:
 # Python functions of its connection, Spark as Python UDFs (engine/udfs.py).
 
 def _parse(text: str):
-    return json.loads(text, parse_float=decimal.Decimal, parse_int=decimal.Decimal)
+    return json.loads(text, parse_float=decimal.Decimal, parse_int=decimal.Decimal, object_pairs_hook=_object)
 
 
 def _step(value, key):
@@ -212,3 +212,39 @@ def _contains(a, b) -> bool:
     if isinstance(a, list) and isinstance(b, list):
         return all(any(_contains(x, y) for x in a) for y in b)
     return _scalar_equal(a, b)
+
+
+# -- building values --------------------------------------------------------------------------------
+# A value on its way into a built jsonb arrives as the JSON text of its SQL value (the planner writes
+# it so for the value's type) or None for SQL NULL, which becomes JSON null.
+
+def string(text: str) -> str:
+    """A text value as a JSON string."""
+    return _string(text)
+
+
+def build_object(keys: list, values: list) -> str:
+    """jsonb_build_object(k1, v1, ...) and jsonb_object_agg: the members in jsonb's key order, the
+    last of a repeated key kept."""
+    pairs = []
+    for k, v in zip(keys, values):
+        if k is None:
+            raise DataError("argument of jsonb_build_object or jsonb_object_agg: a key must not be null")
+        pairs.append((k, None if v is None else _parse(v)))
+    return _text(_object(pairs))
+
+
+def build_array(values: list) -> str:
+    """jsonb_agg: the elements in order (NULL as null)."""
+    return _text([None if v is None else _parse(v) for v in values])
+
+
+def pair(key: str, value: str | None) -> str:
+    """One member of jsonb_object_agg on its way through array_agg, as the text of a JSON array."""
+    return "[" + _string(key) + ", " + ("null" if value is None else value) + "]"
+
+
+def object_of_pairs(pairs: list) -> str:
+    """jsonb_object_agg from the members pair() made. A member whose key was NULL (pair() gave
+    NULL) is left out, where PostgreSQL fails the query: a view keeps going."""
+    return _text(_object([tuple(_parse(p)) for p in pairs if p is not None]))

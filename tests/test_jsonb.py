@@ -56,6 +56,16 @@ VIEWS = {
                    "SELECT t1.id, tj.b, tj.b1, tj.t FROM t1 JOIN tj ON t1.k = tj.id"),
     "jsonb_contained": ("""SELECT t1.id, t1.v FROM t1 JOIN tj ON t1.k = tj.id WHERE tj.j @> '{"b": [2.5]}'::jsonb""",
                         "SELECT t1.id, t1.v FROM t1 JOIN tj ON t1.k = tj.id WHERE tj.c"),
+    "jsonb_built": ("SELECT t1.id, jsonb_build_object('v', t1.v, 'j', tj.j, 'b', t1.v > 3) AS o "
+                    "FROM t1 JOIN tj ON t1.k = tj.id",
+                    """SELECT t1.id, '{"b": ' || coalesce(CASE WHEN t1.v > 3 THEN 'true' WHEN t1.v <= 3 THEN 'false' END,
+                       'null') || ', "j": ' || coalesce(tj.j, 'null') || ', "v": ' || coalesce(CAST(t1.v AS VARCHAR), 'null')
+                       || '}' AS o FROM t1 JOIN tj ON t1.k = tj.id"""),
+    "jsonb_aggregated": ("SELECT t1.k, jsonb_agg(t1.v ORDER BY t1.id) AS a, jsonb_agg(t1.s ORDER BY t1.id) AS s "
+                         "FROM t1 GROUP BY t1.k",
+                         """SELECT t1.k, '[' || string_agg(coalesce(CAST(t1.v AS VARCHAR), 'null'), ', ' ORDER BY t1.id)
+                            || ']' AS a, '[' || string_agg(coalesce('"' || t1.s || '"', 'null'), ', ' ORDER BY t1.id)
+                            || ']' AS s FROM t1 GROUP BY t1.k"""),
     "jsonb_by_member": ("SELECT tj.j #>> '{b,1}' AS b1, count(*) AS n, max(t1.v) AS m FROM t1 JOIN tj ON t1.k = tj.id "
                         "GROUP BY tj.j #>> '{b,1}'",
                         "SELECT tj.b1, count(*) AS n, max(t1.v) AS m FROM t1 JOIN tj ON t1.k = tj.id GROUP BY tj.b1"),
@@ -192,7 +202,8 @@ def test_insert_update_and_select_keep_the_stored_form(tmp_path):
     ("SELECT j #> s AS x FROM tj", "a jsonb path that is not a constant"),
     ("SELECT j #> 'a,b' AS x FROM tj", "malformed array literal"),
     ("SELECT s::jsonb AS x FROM tj", "casts of non-constant text to jsonb"),
-    ("SELECT jsonb_build_object('a', id) AS x FROM tj", r"function jsonb_build_object\(unknown, integer\) does not exist"),
+    ("SELECT jsonb_array_elements(j) AS x FROM tj", r"function jsonb_array_elements\(.*\) does not exist"),
+    ("SELECT jsonb_build_object('d', current_date) AS x FROM tj", "a value of type date in a jsonb built by a view"),
 ])
 def test_what_views_do_not_compute_yet_is_refused_by_name(tmp_path, query, refused):
     conn = dagster_rw.connect(str(tmp_path / "wh"))
@@ -209,3 +220,62 @@ def test_a_source_refuses_jsonb_columns(tmp_path):
         conn.execute(f"CREATE SOURCE s (id INT, j JSONB) WITH (connector = 'posix_fs', match_pattern = '*.json', "
                      f"posix_fs.root = '{tmp_path / 'in'}') FORMAT PLAIN ENCODE JSON")
 
+
+
+# -- building jsonb: compared with PostgreSQL on random rows, inserted and deleted ----------------------
+
+BUILT = {
+    "built_object": "SELECT id, jsonb_build_object('s', s, 'id', id, 'j', j, 'b', b, 'd', d) AS o FROM tb",
+    "built_agg": "SELECT k, jsonb_agg(s ORDER BY id) AS a, jsonb_agg(j ORDER BY id DESC) AS aj, "
+                 "jsonb_object_agg(id, d) AS m, jsonb_object_agg(s || id, j) AS mj FROM tb WHERE s IS NOT NULL GROUP BY k",
+    "built_global": "SELECT jsonb_agg(jsonb_build_object('id', id, 'b', b) ORDER BY id) AS a FROM tb",
+}
+_row = st.tuples(st.integers(0, 6), st.integers(0, 2), st.one_of(st.none(), _strings),
+                 st.one_of(st.none(), _document(_leaves)), st.one_of(st.none(), st.booleans()),
+                 st.one_of(st.none(), st.decimals(min_value=-999, max_value=999, places=2)))
+_change = st.one_of(st.tuples(st.just("insert"), _row), st.tuples(st.just("delete"), st.integers(0, 6)),
+                    st.tuples(st.just("flush")))
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@given(changes=st.lists(_change, min_size=2, max_size=10))
+def test_built_jsonb_matches_postgresql(tmp_path_factory, changes):
+    from pg_target import PgSchema
+
+    pg = PgSchema()
+    try:
+        conn = dagster_rw.connect(str(tmp_path_factory.mktemp("wh")))
+        ddl = "CREATE TABLE {}tb (id INT PRIMARY KEY, k INT, s VARCHAR, j JSONB, b BOOLEAN, d NUMERIC(6,2))"
+        conn.execute(ddl.format(""))
+        pg.admin.execute(ddl.format(f'"{pg.name}".'))
+        from psycopg.types.string import TextLoader
+
+        pg.admin.adapters.register_loader("jsonb", TextLoader)  # jsonb as its text, as dagster-rw gives it
+        for name, q in BUILT.items():
+            conn.execute(f"CREATE MATERIALIZED VIEW {name} AS {q}")
+        for change in changes + [("flush",)]:
+            if change[0] == "insert":
+                i, k, s, j, b, d = change[1]
+                try:
+                    pg.admin.execute(f'INSERT INTO "{pg.name}".tb VALUES (%s, %s, %s, %s::jsonb, %s, %s) ON CONFLICT (id) '
+                                     "DO UPDATE SET k = EXCLUDED.k, s = EXCLUDED.s, j = EXCLUDED.j, b = EXCLUDED.b, "
+                                     "d = EXCLUDED.d", (i, k, s, j, b, d))
+                except psycopg.errors.DataError:  # (a \\u0000 PostgreSQL's text cannot hold)
+                    continue
+                values = ", ".join("NULL" if v is None else str(v).upper() if isinstance(v, bool)
+                                   else "'" + str(v).replace("'", "''") + "'" for v in (s, j, b, d))
+                conn.execute(f"INSERT INTO tb VALUES ({i}, {k}, {values})")
+            elif change[0] == "delete":
+                conn.execute(f"DELETE FROM tb WHERE id = {change[1]}")
+                pg.admin.execute(f'DELETE FROM "{pg.name}".tb WHERE id = %s', (change[1],))
+            else:
+                conn.execute("FLUSH")
+                for name, q in BUILT.items():
+                    ours = sorted(map(repr, conn.execute(f"SELECT * FROM {name}").fetchall()))
+                    pg_q = q.replace("FROM tb", f'FROM "{pg.name}".tb')
+                    theirs = sorted(map(repr, pg.admin.execute(pg_q).fetchall()))
+                    assert ours == theirs, name
+        conn.close()
+    finally:
+        pg.admin.execute(f'DROP SCHEMA "{pg.name}" CASCADE')
+        pg.admin.close()

@@ -35,6 +35,18 @@ def _rewrite(rule, sql: str) -> str:
 
 # rule -> [(input, the rule's output)]
 CASES = {
+    "jsonb_builders_as_functions": [
+        # a built object inside an aggregate: the inner call is rewritten too
+        ("SELECT jsonb_agg(jsonb_build_object('id', id) ORDER BY id) AS a FROM t",
+         "SELECT RW_JSONB_ARRAY(ARRAY_AGG(RW_TO_JSONB(RW_JSONB_OBJECT(ARRAY[CAST('id' AS TEXT)], "
+         "ARRAY[RW_TO_JSONB(id)])) ORDER BY id)) AS a FROM t"),
+        # jsonb_object_agg: one array_agg of members; in a subquery too
+        ("SELECT k FROM t WHERE k IN (SELECT k FROM (SELECT k, jsonb_object_agg(s, v) AS m FROM t GROUP BY k) AS q)",
+         "SELECT k FROM t WHERE k IN (SELECT k FROM (SELECT k, RW_JSONB_OBJECT_OF_PAIRS(ARRAY_AGG(RW_JSONB_PAIR("
+         "CAST(s AS TEXT), RW_TO_JSONB(v)))) AS m FROM t GROUP BY k) AS q)"),
+        # no arguments: an empty object
+        ("SELECT jsonb_build_object() AS o FROM t", "SELECT RW_JSONB_OBJECT(ARRAY[], ARRAY[]) AS o FROM t"),
+    ],
     "grouping_sets_as_union_all": [
         # plain keys crossed with CUBE; grouping() in HAVING; a qualified key matched by name
         ("SELECT t.k, s, sum(v) FROM t GROUP BY t.k, CUBE (s, v % 2) HAVING grouping(s) = 0",

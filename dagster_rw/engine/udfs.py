@@ -15,6 +15,11 @@ FUNCTIONS = {
     "rw_jsonb_path_text": (jsonb.path_text, ["VARCHAR", "VARCHAR"], "VARCHAR", "string"),
     "rw_jsonb_contains": (jsonb.contains, ["VARCHAR", "VARCHAR"], "BOOLEAN", "boolean"),
     "rw_jsonb_typeof": (jsonb.typeof, ["VARCHAR"], "VARCHAR", "string"),
+    "rw_jsonb_string": (jsonb.string, ["VARCHAR"], "JSON", "string"),
+    "rw_jsonb_object": (jsonb.build_object, ["VARCHAR[]", "VARCHAR[]"], "JSON", "string"),
+    "rw_jsonb_array": (jsonb.build_array, ["VARCHAR[]"], "JSON", "string"),
+    "rw_jsonb_pair": (jsonb.pair, ["VARCHAR", "VARCHAR"], "VARCHAR", "string"),
+    "rw_jsonb_object_of_pairs": (jsonb.object_of_pairs, ["VARCHAR[]"], "JSON", "string"),
 }
 PREFIX = "rw_jsonb_"  # every name above begins so: a query without it needs none of them
 

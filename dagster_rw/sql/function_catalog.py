@@ -105,7 +105,7 @@ _SCALARS = {
         coalesce(any, ...) nullif(any, any) greatest(any, ...) least(any, ...)
     """,
     "json": """
-        jsonb_typeof(any)
+        jsonb_typeof(any) jsonb_build_object() jsonb_build_object(any, any, ...)
     """,
     "other": """
         gen_random_uuid()
@@ -117,7 +117,7 @@ _AGGREGATES = """
     bit_or(integer) bit_xor(integer) stddev(numeric)
     stddev_samp(numeric) stddev_pop(numeric) variance(numeric) var_samp(numeric) var_pop(numeric)
     grouping(any, ...) percentile_cont(numeric) percentile_disc(numeric) mode()
-    approx_percentile(numeric) approx_percentile(numeric, numeric)
+    approx_percentile(numeric) approx_percentile(numeric, numeric) jsonb_agg(any) jsonb_object_agg(any, any)
 """
 _WINDOWS = """
     row_number() rank() dense_rank() percent_rank() cume_dist() ntile(integer) lag(any) lag(any, integer)

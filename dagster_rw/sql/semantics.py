@@ -15,6 +15,7 @@ from sqlglot.optimizer.qualify import qualify
 
 from .. import jsonb
 from ..errors import ProgrammingError
+from .syntax import transform_bottom_up
 
 _SCOPE = "rw_t"
 
@@ -203,10 +204,6 @@ def jsonb_operators(expression: exp.Expression, refuse) -> exp.Expression:
         return expression
 
     def translate(node: exp.Expression) -> exp.Expression:
-        for child in list(node.iter_expressions()):
-            new = translate(child)
-            if new is not child:
-                child.replace(new)
         if _is_call(node, "jsonb_typeof"):
             return exp.Anonymous(this="rw_jsonb_typeof", expressions=list(node.expressions))
         name = _JSONB_CALLS.get(type(node))
@@ -225,7 +222,7 @@ def jsonb_operators(expression: exp.Expression, refuse) -> exp.Expression:
             key = operand.this
         return exp.Anonymous(this=name, expressions=[node.this, exp.Literal.string(key)])
 
-    return translate(expression.copy())
+    return transform_bottom_up(expression, translate)  # (`j -> 'a' -> 'b'`: the inner call first)
 
 
 def _is_call(node: exp.Expression, name: str) -> bool:
@@ -273,3 +270,38 @@ def jsonb_containment(expression: exp.Expression, column_types: dict[str, str]) 
         return node
 
     return expression.transform(rewrite)
+
+
+_JSON_NUMBERS = ("smallint", "integer", "bigint", "real", "double precision")
+
+
+def values_as_json(expression: exp.Expression, type_of, refuse) -> exp.Expression:
+    """Each `rw_to_jsonb(x)` (rewrites.jsonb_builders) as the JSON text of x's value, written for
+    x's type so that both engines compute it (JSON null for NULL): a jsonb value as it is, text as a
+    JSON string, numbers and booleans as their JSON spelling. `type_of(x)`: x's type, or None where
+    it is not known (a batch SELECT, which DuckDB runs: its to_json). `refuse(node, what)` raises
+    for a type jsonb has no spelling for here."""
+    if not any(_is_call(n, "rw_to_jsonb") for n in expression.walk()):
+        return expression
+
+    def rewrite(node):
+        if not _is_call(node, "rw_to_jsonb"):
+            return node
+        (x,) = node.expressions
+        t = type_of(x)
+        if t is None:
+            text = exp.cast(exp.Anonymous(this="to_json", expressions=[x]), "VARCHAR")
+        elif t == "jsonb":
+            text = exp.cast(x, "VARCHAR")
+        elif t == "varchar":
+            text = exp.Anonymous(this="rw_jsonb_string", expressions=[x])
+        elif t == "boolean":
+            text = exp.Case(ifs=[exp.If(this=x.copy(), true=exp.Literal.string("true")),
+                                 exp.If(this=exp.Not(this=x.copy()), true=exp.Literal.string("false"))])
+        elif t in _JSON_NUMBERS or t.startswith("numeric"):
+            text = exp.cast(x, "VARCHAR")
+        else:
+            refuse(node, f"a value of type {t} in a jsonb built by a view (jsonb, text, numbers and booleans are)")
+        return exp.Coalesce(this=exp.cast(text, "VARCHAR"), expressions=[exp.Literal.string("null")])
+
+    return transform_bottom_up(expression, rewrite)  # (a built value inside a built value: the inner first)

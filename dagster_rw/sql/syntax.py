@@ -161,3 +161,16 @@ def _replace_below(e: exp.Expression, fn) -> None:
                     v = new
                 out.append(v)
             e.set(key, out)
+
+
+def transform_bottom_up(e: exp.Expression, fn) -> exp.Expression:
+    """Replace nodes bottom-up: a node's children are replaced before it is handed to `fn`, so a
+    rewrite of a call sees its arguments rewritten. `e` is left as it is: the answer is a copy."""
+    def visit(node: exp.Expression) -> exp.Expression:
+        for child in list(node.iter_expressions()):
+            new = visit(child)
+            if new is not child:
+                child.replace(new)
+        return fn(node)
+
+    return visit(e.copy())

@@ -13,7 +13,7 @@ from ..non_strict import non_strict
 from ..function_catalog import FUNCTION_NAME
 from ..rewrites.context import Context
 from ..semantics import (JSON_TYPES, jsonb_constants, jsonb_containment, jsonb_operators, regexp_match_groups,
-                         typed_expression)
+                         typed_expression, values_as_json)
 from ..syntax import AGG_FUNCS, output_name
 from .scope import AliasOnly, Entry, Scope
 
@@ -170,9 +170,14 @@ class Binding:
 
     def map(self, child: Node, exprs, where, names, keep_hidden=None) -> Map:
         column_types = {cname(i): c.type for i, c in enumerate(child.columns)}
-        exprs = [typed_expression(jsonb_containment(e, column_types), column_types) for e in exprs]
+
+        def jsonb_ready(e):
+            e = values_as_json(e, lambda x: self.type_of(child, x), lambda node, what: self._refuse_jsonb(node, what))
+            return jsonb_containment(e, column_types)
+
+        exprs = [typed_expression(jsonb_ready(e), column_types) for e in exprs]
         if where is not None:
-            where = typed_expression(jsonb_containment(where, column_types), column_types)
+            where = typed_expression(jsonb_ready(where), column_types)
         types = self.describe(child, exprs, where) if exprs else []
         hidden = keep_hidden or [False] * len(exprs)
         cols = [Col(n, t, h) for n, t, h in zip(names, types, hidden)]
