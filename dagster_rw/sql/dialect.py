@@ -66,6 +66,8 @@ class DagsterRw(RisingWave):
         NO_PAREN_FUNCTION_PARSERS = {  # IF(c, a, b) is a call of a function PostgreSQL does not have
             **RisingWave.Parser.NO_PAREN_FUNCTION_PARSERS,
             "IF": _named_call("IF", RisingWave.Parser.NO_PAREN_FUNCTION_PARSERS["IF"])}
+        # PostgreSQL has no lambdas: `f(j -> 'a')` passes j's member a (sqlglot would read a lambda)
+        LAMBDAS = {}
 
         def validate_expression(self, expression, args=None):
             if args is not None and not isinstance(expression, exp.Anonymous) and expression.error_messages(args):
