@@ -299,7 +299,7 @@ class Connection:
         TIES as a filter on rank(), jsonb constants in their stored form and jsonb's operators as the
         functions both engines have (sql.semantics)."""
         from .sql.batch_windows import expand_time_windows
-        from .sql.rewrites.jsonb_builders import jsonb_builders_as_functions
+        from .sql.rewrites.jsonb_functions import jsonb_functions_as_calls
         from .sql.semantics import jsonb_constants, jsonb_containment, jsonb_operators, values_as_json, with_ties_as_rank
 
         def refuse(node, what):
@@ -312,7 +312,7 @@ class Connection:
                        .column(0)[0].as_py())
 
         query = with_ties_as_rank(expand_time_windows(query, self.wh.catalog().get, micros))
-        query = jsonb_operators(jsonb_constants(jsonb_builders_as_functions(query)), refuse)
+        query = jsonb_operators(jsonb_constants(jsonb_functions_as_calls(query)), refuse)
         return jsonb_containment(values_as_json(query, lambda x: None, refuse), {})
 
     def run_query(self, query: exp.Expression):

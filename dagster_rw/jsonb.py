@@ -248,3 +248,16 @@ def object_of_pairs(pairs: list) -> str:
     """jsonb_object_agg from the members pair() made. A member whose key was NULL (pair() gave
     NULL) is left out, where PostgreSQL fails the query: a view keeps going."""
     return _text(_object([tuple(_parse(p)) for p in pairs if p is not None]))
+
+
+def elements(doc: str) -> list | None:
+    """jsonb_array_elements(doc): an array's elements, each in the stored form; None (no rows) for a
+    document that is not an array, where PostgreSQL fails the query: a view keeps going."""
+    value = _parse(doc)
+    return [_text(v) for v in value] if isinstance(value, list) else None
+
+
+def elements_text(doc: str) -> list | None:
+    """jsonb_array_elements_text(doc): the elements as text (a string unquoted, null as NULL)."""
+    value = _parse(doc)
+    return [_as_text(v) for v in value] if isinstance(value, list) else None

@@ -35,7 +35,7 @@ def _rewrite(rule, sql: str) -> str:
 
 # rule -> [(input, the rule's output)]
 CASES = {
-    "jsonb_builders_as_functions": [
+    "jsonb_functions_as_calls": [
         # a built object inside an aggregate: the inner call is rewritten too
         ("SELECT jsonb_agg(jsonb_build_object('id', id) ORDER BY id) AS a FROM t",
          "SELECT RW_JSONB_ARRAY(ARRAY_AGG(RW_TO_JSONB(RW_JSONB_OBJECT(ARRAY[CAST('id' AS TEXT)], "
@@ -46,6 +46,9 @@ CASES = {
          "CAST(s AS TEXT), RW_TO_JSONB(v)))) AS m FROM t GROUP BY k) AS q)"),
         # no arguments: an empty object
         ("SELECT jsonb_build_object() AS o FROM t", "SELECT RW_JSONB_OBJECT(ARRAY[], ARRAY[]) AS o FROM t"),
+        # jsonb_array_elements: unnest of the elements, named as the call
+        ("SELECT id, jsonb_array_elements(s::jsonb) FROM t",
+         "SELECT id, UNNEST(RW_JSONB_ELEMENTS(CAST(s AS JSONB))) AS jsonb_array_elements FROM t"),
     ],
     "grouping_sets_as_union_all": [
         # plain keys crossed with CUBE; grouping() in HAVING; a qualified key matched by name

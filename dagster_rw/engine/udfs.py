@@ -20,6 +20,8 @@ FUNCTIONS = {
     "rw_jsonb_array": (jsonb.build_array, ["VARCHAR[]"], "JSON", "string"),
     "rw_jsonb_pair": (jsonb.pair, ["VARCHAR", "VARCHAR"], "VARCHAR", "string"),
     "rw_jsonb_object_of_pairs": (jsonb.object_of_pairs, ["VARCHAR[]"], "JSON", "string"),
+    "rw_jsonb_elements": (jsonb.elements, ["VARCHAR"], "JSON[]", "array<string>"),
+    "rw_jsonb_elements_text": (jsonb.elements_text, ["VARCHAR"], "VARCHAR[]", "array<string>"),
 }
 PREFIX = "rw_jsonb_"  # every name above begins so: a query without it needs none of them
 

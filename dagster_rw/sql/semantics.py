@@ -276,7 +276,7 @@ _JSON_NUMBERS = ("smallint", "integer", "bigint", "real", "double precision")
 
 
 def values_as_json(expression: exp.Expression, type_of, refuse) -> exp.Expression:
-    """Each `rw_to_jsonb(x)` (rewrites.jsonb_builders) as the JSON text of x's value, written for
+    """Each `rw_to_jsonb(x)` (rewrites.jsonb_functions) as the JSON text of x's value, written for
     x's type so that both engines compute it (JSON null for NULL): a jsonb value as it is, text as a
     JSON string, numbers and booleans as their JSON spelling. `type_of(x)`: x's type, or None where
     it is not known (a batch SELECT, which DuckDB runs: its to_json). `refuse(node, what)` raises

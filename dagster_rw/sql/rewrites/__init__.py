@@ -21,13 +21,13 @@ from .cte_column_lists import cte_column_lists_as_aliases
 from .distinct_on import distinct_on_as_row_number
 from .grouping_sets import grouping_sets_as_union_all
 from .having_subqueries import having_subqueries_as_where
-from .jsonb_builders import jsonb_builders_as_functions
+from .jsonb_functions import jsonb_functions_as_calls
 from .not_in import not_in_as_anti_join
 from .or_common_terms import common_terms_out_of_or
 from .set_operations import corresponding_as_select_lists, set_difference_as_group_by
 
 RULES = (
-    jsonb_builders_as_functions,    # jsonb_agg(x) / jsonb_build_object(k, v) -> functions over array_agg / arrays
+    jsonb_functions_as_calls,       # jsonb_agg(x), jsonb_build_object(k, v) -> functions over array_agg, arrays
     grouping_sets_as_union_all,     # GROUP BY ROLLUP (a, b)      -> UNION ALL of GROUP BY a, b / a / ()
     aggregate_filters_as_case,      # agg(x) FILTER (WHERE c)     -> agg(CASE WHEN c THEN x END)
     bool_aggregates_as_counts,      # bool_and(x) / bool_or(x)    -> counts of false / true values of x

@@ -1,5 +1,6 @@
-"""Building jsonb values: jsonb_build_object, jsonb_agg and jsonb_object_agg as the functions both
-engines have (engine/udfs.py), over array_agg where they aggregate."""
+"""jsonb functions as the functions both engines have (engine/udfs.py): jsonb_build_object,
+jsonb_agg and jsonb_object_agg (over array_agg where they aggregate), jsonb_array_elements (over
+unnest)."""
 from __future__ import annotations
 
 from sqlglot import exp
@@ -9,11 +10,12 @@ from ..syntax import transform_bottom_up
 TO_JSONB = "rw_to_jsonb"  # the JSON text of a value (JSON null for NULL); the planner writes it by type
 
 
-def jsonb_builders_as_functions(query: exp.Expression, context=None) -> exp.Expression:
+def jsonb_functions_as_calls(query: exp.Expression, context=None) -> exp.Expression:
     """`jsonb_build_object(k, v, ...)` as one call over an array of keys and an array of values
     as JSON texts; `jsonb_agg(x [ORDER BY ...])` as that call over `array_agg`, which every path
     maintains; `jsonb_object_agg(k, v)` over an array_agg of members (one array, so each key stays
-    beside its value). `rw_to_jsonb(x)` stands for x's JSON text until the planner knows x's type.
+    beside its value); `jsonb_array_elements[_text](j)` as unnest of an array of j's elements (named
+    as the call). `rw_to_jsonb(x)` stands for x's JSON text until the planner knows x's type.
     Every query nested in `query` is rewritten too; as window functions (OVER) they are left to the
     planner, which refuses them.
 
@@ -28,6 +30,10 @@ def jsonb_builders_as_functions(query: exp.Expression, context=None) -> exp.Expr
         name = _builder(node)
         if name is None or isinstance(node.parent, exp.Window):
             return node
+        if name in ("jsonb_array_elements", "jsonb_array_elements_text"):
+            elements = exp.Anonymous(this=name.replace("jsonb_array_", "rw_jsonb_"), expressions=[node.expressions[0]])
+            unnest = exp.Unnest(expressions=[elements])
+            return exp.alias_(unnest, name) if isinstance(node.parent, exp.Select) else unnest
         if name == "jsonb_build_object":
             args = node.expressions
             keys = [exp.cast(a.copy(), "TEXT") for a in args[0::2]]
@@ -55,7 +61,7 @@ def _builder(node: exp.Expression) -> str | None:
         name = node.name.lower()
         if name == "jsonb_build_object" and len(node.expressions) % 2 == 0:
             return name
-        if name == "jsonb_agg" and len(node.expressions) == 1:
+        if name in ("jsonb_agg", "jsonb_array_elements", "jsonb_array_elements_text") and len(node.expressions) == 1:
             return name
     return None
 
