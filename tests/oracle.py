@@ -28,6 +28,10 @@ class Oracle:
 
 
 def _norm_value(v):
+    if type(v).__name__ == "MonthDayNano":
+        # an interval with months (dagster-rw gives them as Arrow's MonthDayNano): as DuckDB's Python
+        # rows give every interval, a timedelta counting a month as 30 days
+        v = datetime.timedelta(days=v.months * 30 + v.days, microseconds=v.nanoseconds // 1000)
     if isinstance(v, (list, tuple)):  # an array: compared by its normalized elements, in order
         return "{" + ", ".join(repr(_norm_value(x)) for x in v) + "}"
     if isinstance(v, decimal.Decimal):
