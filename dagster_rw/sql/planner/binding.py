@@ -91,9 +91,10 @@ class Binding:
         raise self.refuse(what, node)
 
     def check_jsonb(self, expression: exp.Expression) -> None:
-        """A view keeps, compares, groups and counts jsonb values and reads into them (`->`, `->>`,
-        `#>`, `#>>`, `@>`, `<@`, jsonb_typeof); it does not yet build new ones (jsonb_build_object,
-        jsonb_agg, ...), nor cast text to jsonb row by row: refuse those by name."""
+        """A view keeps, compares, groups and counts jsonb values, reads into them (`->`, `->>`,
+        `#>`, `#>>`, `@>`, `<@`, jsonb_typeof) and builds them with the functions the rewrite rule
+        jsonb_functions_as_calls turns into calls; other JSON functions, and casts of text to jsonb
+        row by row, are refused by name."""
         for node in expression.walk():
             shown = None
             if isinstance(node, _JSON_BUILDERS):
@@ -105,9 +106,9 @@ class Binding:
                     isinstance(node.this, exp.Literal) and node.this.is_string):
                 shown = node.sql(dialect="postgres")
             if shown is not None:
-                raise self.refuse(f"{shown}: building jsonb values in a view (functions that make jsonb, casts of "
-                                  "non-constant text to jsonb); a view keeps, compares, groups and counts jsonb "
-                                  "values and reads into them with ->, ->>, #>, #>>, @>, <@ and jsonb_typeof", node)
+                raise self.refuse(f"{shown}: this JSON function, or casts of non-constant text to jsonb, in a view "
+                                  "(a view reads jsonb with ->, ->>, #>, #>>, @>, <@ and jsonb_typeof and builds it "
+                                  "with jsonb_build_object, jsonb_agg and jsonb_object_agg)", node)
 
     def check_deterministic(self, expression: exp.Expression) -> None:
         """Refuse the first call of `expression` whose value a delta cannot follow."""
