@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+import numpy as np
 import pyarrow as pa
 import sqlglot
 from sqlglot import exp
@@ -200,7 +201,7 @@ class Connection:
         same = _same_types(data, columns, visible) if not any(
             c.default is not None and c.name not in columns for c in visible) else None
         if same is not None:
-            return _canonical_jsonb(same, table, visible)
+            return _storable(same, table, visible)
         select = []
         for i, c in enumerate(visible):
             if c.name in columns:
@@ -216,7 +217,7 @@ class Connection:
             from .errors import DataError
 
             raise DataError(f"cannot insert into {table!r}: {str(e).splitlines()[0]}") from None
-        return _canonical_jsonb(out, table, visible)
+        return _storable(out, table, visible)
 
     def relation_columns(self, name: str) -> dict[str, str] | None:
         """A relation's visible columns and their types, by name (None for an unknown name)."""
@@ -637,7 +638,7 @@ class Cursor:
         if obj.options.get(ON_CONFLICT) == NOTHING:
             moved = "true"
         deletes = conn.engine.sql(f"SELECT {old_as} FROM c WHERE {moved}", c=changed)
-        upserts = _canonical_jsonb(conn.engine.sql(f"SELECT {cols} FROM c", c=changed), s.table,
+        upserts = _storable(conn.engine.sql(f"SELECT {cols} FROM c", c=changed), s.table,
                                    [c for c in obj.columns if c.name in assigned])
         rows = pa.concat_tables([deletes, upserts])
         if obj.pk:
@@ -745,8 +746,25 @@ def _bind_parameters(sql: str, parameters) -> str:
 __all__ = ["Connection", "Cursor", "connect", "sqlglot"]
 
 
-def _canonical_jsonb(data: pa.Table, table: str, visible: list) -> pa.Table:
-    """Rows with their jsonb values in PostgreSQL's one form (dagster_rw.jsonb)."""
+_INTERVAL_FIELDS = np.dtype([("months", "<i4"), ("days", "<i4"), ("nanoseconds", "<i8")])
+
+
+def _storable(data: pa.Table, table: str, visible: list) -> pa.Table:
+    """Rows with their jsonb values in PostgreSQL's one form (dagster_rw.jsonb), and their
+    intervals checked to be storable (a Parquet interval has no negative field)."""
+    for c in visible:
+        if c.type == "interval" and c.name in data.column_names:
+            for chunk in data.column(c.name).chunks:
+                fields = np.frombuffer(chunk.buffers()[1], dtype=_INTERVAL_FIELDS)[chunk.offset:chunk.offset + len(chunk)]
+                valid = chunk.is_valid().to_numpy(zero_copy_only=False)
+                negative = valid & ((fields["months"] < 0) | (fields["days"] < 0) | (fields["nanoseconds"] < 0))
+                if negative.any():
+                    from .errors import DataError
+
+                    shown = chunk[int(np.argmax(negative))].as_py()
+                    raise DataError(f"cannot store into {table!r}: column {c.name!r}: the interval (months "
+                                    f"{shown.months}, days {shown.days}, nanoseconds {shown.nanoseconds}) has a "
+                                    "negative field, which a stored interval (Parquet's) cannot hold")
     for c in visible:
         if c.type == "jsonb" and c.name in data.column_names:
             i = data.column_names.index(c.name)

@@ -3,6 +3,8 @@ itself (DuckDB has no SUM over intervals to be the oracle), which adds intervals
 (months, days and time apart), on random workloads. Values with months read back with them."""
 from __future__ import annotations
 
+import datetime
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -82,3 +84,15 @@ def test_interval_sum_of_no_rows_is_null(tmp_path, query):
     conn.execute("INSERT INTO ti VALUES (1, NULL)")
     conn.execute("FLUSH")
     assert conn.execute("SELECT * FROM s").fetchall() == [(None,)]
+
+
+def test_a_negative_interval_is_refused_by_name_and_nothing_is_lost(tmp_path):
+    conn = dagster_rw.connect(str(tmp_path / "wh"))
+    conn.execute("CREATE TABLE ti (id INT PRIMARY KEY, v INTERVAL)")
+    conn.execute("INSERT INTO ti VALUES (1, INTERVAL '1 day'), (2, NULL)")
+    with pytest.raises(dagster_rw.DataError, match=r"'ti': column 'v': .*days -1.* negative field"):
+        conn.execute("INSERT INTO ti VALUES (3, INTERVAL '-1 day')")
+    with pytest.raises(dagster_rw.DataError, match="negative field"):
+        conn.execute("UPDATE ti SET v = v - INTERVAL '2 days' WHERE id = 1")
+    conn.execute("FLUSH")
+    assert conn.execute("SELECT id, v FROM ti ORDER BY id").fetchall() == [(1, datetime.timedelta(days=1)), (2, None)]
