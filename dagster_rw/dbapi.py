@@ -11,7 +11,7 @@ from sqlglot import exp
 from . import jsonb
 from . import types as sqltypes
 from .engine.duck import DuckEngine, quote
-from .errors import InterfaceError, ProgrammingError
+from .errors import DataError, InterfaceError, ProgrammingError
 from .runtime import ingest, view_errors
 from .runtime.options import Options
 from .runtime.warehouse import ROW_ID, Warehouse
@@ -214,8 +214,6 @@ class Connection:
         try:
             out = self.engine.sql(f"SELECT {', '.join(select)} FROM d", d=data)
         except Exception as e:  # a value that does not fit its column
-            from .errors import DataError
-
             raise DataError(f"cannot insert into {table!r}: {str(e).splitlines()[0]}") from None
         return _storable(out, table, visible)
 
@@ -452,8 +450,6 @@ class Cursor:
         try:
             self.conn.engine.sql(f"SELECT {column.default} AS v")
         except Exception as e:
-            from .errors import DataError
-
             raise DataError(f"DEFAULT of {table}.{column.name}: {str(e).splitlines()[0]}") from None
 
     def _do_createsource(self, s: st.CreateSource):
@@ -597,8 +593,6 @@ class Cursor:
         try:
             data = conn.engine.sql(conn.duckdb_sql(source, rels), **rels)
         except Exception as e:
-            from .errors import DataError
-
             raise DataError(f"INSERT INTO {s.table}: {str(e).splitlines()[0]}") from None
         if s.columns is None and data.num_columns < len(columns):
             columns = columns[:data.num_columns]  # without a column list: the first ones (PostgreSQL's rule)
@@ -759,8 +753,6 @@ def _storable(data: pa.Table, table: str, visible: list) -> pa.Table:
                 valid = chunk.is_valid().to_numpy(zero_copy_only=False)
                 negative = valid & ((fields["months"] < 0) | (fields["days"] < 0) | (fields["nanoseconds"] < 0))
                 if negative.any():
-                    from .errors import DataError
-
                     shown = chunk[int(np.argmax(negative))].as_py()
                     raise DataError(f"cannot store into {table!r}: column {c.name!r}: the interval (months "
                                     f"{shown.months}, days {shown.days}, nanoseconds {shown.nanoseconds}) has a "

@@ -134,8 +134,6 @@ def duckdb_type_of_arrow(t: pa.DataType) -> str:
         return duckdb_type_of_arrow(t.value_type) + "[]"
     if pa.types.is_timestamp(t):
         return "TIMESTAMPTZ" if t.tz else "TIMESTAMP"
-    if isinstance(t, pa.JsonType):
-        return "JSON"
     simple = {
         pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INTEGER", pa.int64(): "BIGINT",
         pa.float32(): "REAL", pa.float64(): "DOUBLE", pa.bool_(): "BOOLEAN", pa.string(): "VARCHAR",

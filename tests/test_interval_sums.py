@@ -62,8 +62,7 @@ def test_interval_sums_match_postgresql(tmp_path_factory, ops):
                     assert ours == theirs, name
         conn.close()
     finally:
-        pg.admin.execute(f'DROP SCHEMA "{pg.name}" CASCADE')
-        pg.admin.close()
+        pg.drop()
 
 
 def test_an_interval_with_months_reads_back_with_them(tmp_path):

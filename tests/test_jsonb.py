@@ -10,6 +10,7 @@ import pytest
 from both_paths import run_on
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pg_target import PgSchema
 from pg_target import connect as pg_connect
 from test_differential import _workload_test
 
@@ -250,8 +251,6 @@ _change = st.one_of(st.tuples(st.just("insert"), _row), st.tuples(st.just("delet
 @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
 @given(changes=st.lists(_change, min_size=2, max_size=10))
 def test_built_jsonb_matches_postgresql(tmp_path_factory, changes):
-    from pg_target import PgSchema
-
     pg = PgSchema()
     try:
         conn = dagster_rw.connect(str(tmp_path_factory.mktemp("wh")))
@@ -287,5 +286,4 @@ def test_built_jsonb_matches_postgresql(tmp_path_factory, changes):
                     assert ours == theirs, name
         conn.close()
     finally:
-        pg.admin.execute(f'DROP SCHEMA "{pg.name}" CASCADE')
-        pg.admin.close()
+        pg.drop()

@@ -29,24 +29,19 @@ PREFIX = "rw_jsonb_"  # every name above begins so: a query without it needs non
 def register_duckdb(con) -> None:
     """Give a DuckDB connection every function (NULL in, NULL out; a function may give NULL)."""
     for name, (fn, args, result, _) in FUNCTIONS.items():
-        con.create_function(name, _null_in_null_out(fn, len(args)), args, result, null_handling="special", side_effects=False)
+        con.create_function(name, _null_in_null_out(fn, len(args)), args, result, null_handling="special",
+                            side_effects=False)
 
 
 def register_spark(session) -> None:
     """Give a Spark session every function, as Python UDFs (NULL in, NULL out)."""
-    for name, (fn, _, _, result) in FUNCTIONS.items():
-        session.udf.register(name, _null_in_null_out(fn), result)
+    for name, (fn, args, _, result) in FUNCTIONS.items():
+        session.udf.register(name, _null_in_null_out(fn, len(args)), result)
 
 
-def _null_in_null_out(fn, arity: int | None = None):
-    """`fn`, NULL when an argument is NULL; with `arity`, taking exactly that many arguments (DuckDB
-    counts a Python function's parameters)."""
+def _null_in_null_out(fn, arity: int):
+    """`fn`, NULL when an argument is NULL, taking exactly `arity` arguments (DuckDB counts a Python
+    function's parameters; every function here takes one or two)."""
     if arity == 1:
         return lambda a: None if a is None else fn(a)
-    if arity == 2:
-        return lambda a, b: None if a is None or b is None else fn(a, b)
-
-    def call(*args):
-        return None if any(a is None for a in args) else fn(*args)
-
-    return call
+    return lambda a, b: None if a is None or b is None else fn(a, b)
