@@ -362,7 +362,8 @@ def _requests_per_epoch(url: str, n_views: int, epochs: int) -> tuple[Counter, C
     """The S3 calls an epoch of one small INSERT and a FLUSH makes, on average, through the
     connection's own boto3 client, once the pipeline of `n_views` views is warm: by operation,
     and apart from them the housekeeping by kind (the log's checkpoints and what they delete in
-    bulk; merges of state files, each uploaded alone)."""
+    bulk; merges of state files uploaded alone); and the merged state files the views list, those
+    in a pack apart."""
     conn = dagster_rw.connect(url, engine="duckdb", gc_grace_seconds=3600)
     conn.execute("CREATE TABLE t (id INT PRIMARY KEY, k INT, v INT)")
     conn.execute("CREATE TABLE d (k INT PRIMARY KEY, name VARCHAR)")
@@ -395,18 +396,25 @@ def _requests_per_epoch(url: str, n_views: int, epochs: int) -> tuple[Counter, C
         conn.execute("FLUSH")
     per_epoch = Counter({op: n / epochs for op, n in calls.items()}), Counter(
         {kind: n / epochs for kind, n in housekeeping.items()})
+    merged = [f.key for s in conn.status() if s["name"].startswith("v")
+              for files in manifests.load(conn.wh.store, s["name"]).state.values() for f in files
+              if f.epoch_to - f.epoch_from > 1]
+    packed = [key for key in merged if conn.wh.store.locate_packed(key) is not None]
     conn.close()  # (which commits the merges finished since the last FLUSH: not an epoch's requests)
-    return per_epoch
+    return (*per_epoch, len(merged), len(packed))
 
 
 def test_a_small_epoch_makes_five_requests_however_many_views(s3):
     """Steady state: no LIST; the INSERT puts its rows and the log entry that accepts them; the
     FLUSH looks for other processes' entries (one GET), puts one pack of every file its steps
     wrote and one log entry holding its barrier and committing every object. The log's checkpoints (its state
-    whole, every 50 entries, and a bulk delete of applied batches) add a fraction per epoch, and
-    so do merges of state files (one upload per state table every `compact_max_files` epochs)."""
+    whole, every 50 entries, and a bulk delete of applied batches) add a fraction per epoch.
+    Merges of state files (every `compact_max_files` epochs per state table) go into the pack of
+    the FLUSH whose step adopts them: no request of their own."""
     for n in (3, 13):
-        calls, housekeeping = _requests_per_epoch(s3.url(BUCKET, f"req-{n}-{uuid.uuid4().hex[:6]}"), n, 20)
+        calls, housekeeping, merged, packed = _requests_per_epoch(
+            s3.url(BUCKET, f"req-{n}-{uuid.uuid4().hex[:6]}"), n, 20)
         assert calls == Counter({"PutObject": 4, "GetObject": 1}), (n, calls)
         assert housekeeping["checkpoint"] < 0.5, (n, housekeeping)
-        assert housekeeping["merge"] <= (2 * n + 1) / 16 + 0.1, (n, housekeeping)
+        assert housekeeping["merge"] == 0, (n, housekeeping)
+        assert merged >= n and packed == merged, (n, merged, packed)  # the views merged, into packs

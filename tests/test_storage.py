@@ -1,6 +1,8 @@
 """Laws of the storage layer: LSM state tables against a dict model, consolidation, file collection."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -284,14 +286,15 @@ def test_a_background_merge_of_files_another_process_replaced_is_discarded(tmp_p
         a.execute(f"INSERT INTO t VALUES ({i}, {i})")
         a.execute("FLUSH")
     (merge,) = [m for (name, _), m in a.wh.compactor._merges.items() if name == "t"]
-    (merged,) = [f.key for f in merge.future.result()]
-    assert a.wh.store.exists(merged)
+    (held,) = merge.future.result()  # begun in a FLUSH: written to scratch space, for a later step's pack
+    merged = held.file.key
+    assert os.path.exists(held.path) and not a.wh.store.exists(merged)
     b = dagster_rw.connect(wh, gc_grace_seconds=0)
     assert b.compact("t") >= 3  # another process merges every file into one
     b.close()
     a.execute("INSERT INTO t VALUES (3, 3)")
-    a.execute("FLUSH")  # the step finds the merge's files gone: the merged file is deleted, not listed
-    assert not a.wh.store.exists(merged)
+    a.execute("FLUSH")  # the step finds the merge's files gone: the merged file is deleted, never stored
+    assert not os.path.exists(held.path) and not a.wh.store.exists(merged)
     assert merged not in {f.key for f in a.wh.manifest("t").state["output"]}
     assert sorted(a.execute("SELECT * FROM t").fetchall()) == [(i, i) for i in range(4)]
     a.close()

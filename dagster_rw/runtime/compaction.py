@@ -24,7 +24,7 @@ from ..engine.duck import DuckEngine
 from ..errors import CommitConflict
 from ..storage import manifest as manifests
 from ..storage.manifest import SstFile
-from ..storage.state_table import StateTable
+from ..storage.state_table import HeldFile, StateTable
 from .interfaces import StepWarehouse
 
 log = logging.getLogger("dagster_rw")
@@ -93,8 +93,11 @@ class Compactor:
                                                     initializer=_lower_priority)
                 snapshot = copy.copy(table)
                 snapshot.files = list(files)
+                # begun inside a FLUSH's round, its file waits for the round of the step adopting it,
+                # to go into that commit's pack rather than costing a request of its own
+                hold = self.wh.pack is not None
                 self._merges[key] = _Merge([f.key for f in files[:start]], [f.key for f in files[start:]],
-                                           self._pool.submit(snapshot.merge_files, start))
+                                           self._pool.submit(snapshot.merge_files, start, hold))
         return files, dropped
 
     def _adopt(self, merge: _Merge, files: list[SstFile]) -> tuple[list[SstFile], list[str], list[str]]:
@@ -110,8 +113,12 @@ class Compactor:
         n, g = len(merge.before), len(merge.group)
         if keys[:n] != merge.before or keys[n:n + g] != merge.group:
             for f in merged:
-                self.wh.store.delete(f.key)
+                if isinstance(f, HeldFile):
+                    f.discard()
+                else:
+                    self.wh.store.delete(f.key)
             return files, [], []
+        merged = [f.put(self.wh.pack) if isinstance(f, HeldFile) else f for f in merged]
         return files[:n] + [f for f in merged if f.rows] + files[n + g:], list(merge.group), [f.key for f in merged]
 
     def finish(self, names: list[str] | None = None) -> None:
@@ -140,6 +147,9 @@ class Compactor:
         for merge in merges:
             try:
                 for f in merge.future.result():
-                    self.wh.store.delete(f.key)
+                    if isinstance(f, HeldFile):
+                        f.discard()
+                    else:
+                        self.wh.store.delete(f.key)
             except Exception:  # noqa: BLE001 - a merge that failed wrote nothing to delete
                 pass

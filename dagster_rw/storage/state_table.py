@@ -442,10 +442,12 @@ class StateTable:
             return None
         return sum(len(g) for g in groups[:start])
 
-    def merge_files(self, start: int) -> list[SstFile]:
+    def merge_files(self, start: int, hold: bool = False) -> list:
         """Write files[start:] merged (each key's newest version; tombstones too unless the merge
         includes the oldest file): one file in-process, a run of files on Spark, written by its
-        executors. The file list itself is left as it is."""
+        executors. The file list itself is left as it is. `hold`: an in-process merge small enough
+        to decode leaves its file in scratch space, a HeldFile for the step that adopts it to store
+        (the others are SstFiles, stored)."""
         group = self.files[start:]
         full_merge = start == 0
         if not isinstance(self.engine, DuckEngine):
@@ -461,14 +463,19 @@ class StateTable:
         rel = self._merge_in_arrow(source, full_merge)
         if rel is None:
             rel = self.engine.sql(self._merge_query(full_merge), rw_state=source)
-        (merged,) = self._write(rel, group[0].epoch_from, group[-1].epoch_to)
-        path = self.store.local_path(merged.key)
+        if hold:
+            held = prepare_sst(self.store, self.engine, rel, self.key_dir, self.pk, group[0].epoch_from,
+                               group[-1].epoch_to).hold()
+            merged = held.file
+        else:
+            (merged,) = self._write(rel, group[0].epoch_from, group[-1].epoch_to)
+        path = self.store.cache_path(merged.key)
         if not full_merge:  # lookups' map of the file holding each key follows the merge
             sst_cache.note_merge(path, [self.store.local_path(f.key) for f in group])
         cols = sst_cache.usable_prefix(self.schema, self.pk) if self.pk and merged.rows else []
         if cols and sst_cache.cached(path) is not None:
             sst_cache.build_indexes(path, cols)  # here (off the step's path when merging in the background)
-        return [merged]
+        return [held if hold else merged]
 
     def _merge_streaming(self, group: list[SstFile], full_merge: bool) -> SstFile:
         """merge_files() for files too large to decode: DuckDB reads them and writes the merged
@@ -528,10 +535,7 @@ class PreparedSst:
                        rows=self.table.num_rows if self.table is not None else 0, bytes=0)
 
     def finish(self) -> SstFile:
-        if self.order is not None:  # sorted here, on the writer thread; the cache gets the sorted rows
-            self.table, self.order = self.table.take(pa.array(self.order())), None
-            sst_cache.replace(self.store.cache_path(self.key), self.table)
-        data = None
+        self._sort()
         if self.table is not None and self.pack is not None and self.table.num_rows < PACKED_ROWS:
             # a small file of a commit that packs its files: encoded in memory, into the pack as is
             data = parquet_bytes(self.table, self.sort_keys)
@@ -539,8 +543,15 @@ class PreparedSst:
                 sst_cache.written(self.store.cache_path(self.key))
                 return SstFile(key=self.key, epoch_from=self.epoch_from, epoch_to=self.epoch_to,
                                rows=self.table.num_rows, bytes=len(data))
+            return self.hold(data).put(self.pack)  # too large for the pack after all: a file of its own
+        return self.hold().put(self.pack)
+
+    def hold(self, data: bytes | None = None) -> HeldFile:
+        """Write the file to scratch space (`data`: its Parquet bytes, already encoded), not yet
+        stored: HeldFile.put() puts it into a commit's pack or uploads it alone."""
+        self._sort()
         tmp = os.path.join(self.store.scratch_dir(), f"{uuid.uuid4().hex}.parquet")
-        if data is not None:  # too large for the pack after all: a file of its own
+        if data is not None:
             with open(tmp, "wb") as f:
                 f.write(data)
             rows = self.table.num_rows
@@ -549,12 +560,38 @@ class PreparedSst:
             rows = self.table.num_rows
         else:
             rows = self.engine.write_parquet(self.rel, tmp, self.sort_keys)
-        size = os.path.getsize(tmp)
-        if self.pack is None or not self.pack.take(tmp, self.key):
-            self.store.upload_file(tmp, self.key)
-        if self.table is not None:  # readers of a file too large for the cache map it from now on
-            sst_cache.written(self.store.cache_path(self.key))
-        return SstFile(key=self.key, epoch_from=self.epoch_from, epoch_to=self.epoch_to, rows=rows, bytes=size)
+        file = SstFile(key=self.key, epoch_from=self.epoch_from, epoch_to=self.epoch_to, rows=rows,
+                       bytes=os.path.getsize(tmp))
+        return HeldFile(self.store, file, tmp, self.table is not None)
+
+    def _sort(self) -> None:
+        if self.order is not None:  # sorted here, on the writer thread; the cache gets the sorted rows
+            self.table, self.order = self.table.take(pa.array(self.order())), None
+            sst_cache.replace(self.store.cache_path(self.key), self.table)
+
+
+class HeldFile:
+    """A finished file in scratch space that no store holds yet. A background merge writes its
+    file so, and the step that adopts the merge stores it with its own files: in the commit's pack
+    when small (no request of its own), else uploaded alone."""
+
+    def __init__(self, store: ObjectStore, file: SstFile, path: str, cached: bool):
+        self.store, self.file, self.path, self._cached = store, file, path, cached
+
+    def put(self, pack=None) -> SstFile:
+        if pack is None or not pack.take(self.path, self.file.key):
+            self.store.upload_file(self.path, self.file.key)
+        if self._cached:  # readers of a file too large for the cache map it from now on
+            sst_cache.written(self.store.cache_path(self.file.key))
+        return self.file
+
+    def discard(self) -> None:
+        """Not adopted: the scratch file and the rows kept decoded for it go."""
+        sst_cache.discard(self.store.cache_path(self.file.key))
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
 
 
 def prepare_sst(store: ObjectStore, engine: Engine, rel, key_dir: str, sort_keys: list[str],
