@@ -102,6 +102,7 @@ class Connection:
         self.wh.close_sink_targets()
         self.wh.compactor.finish()  # commit the background merges of state files that finished
         wait_for_deletions()  # and delete the garbage that is being deleted in the background
+        self.wh.store.write_copies()  # and the copies of packed files nothing has read from disk
 
     def __enter__(self):
         return self

@@ -340,6 +340,10 @@ class SparkEngine(Engine):
         # files packed with others (storage.pack): the tasks read their byte ranges of the pack
         packed = {k: [where[0], *where[1][k]] for k in scan.keys
                   for where in [locate(k) if locate is not None else None] if where is not None}
+        if getattr(scan.store, "lazy_copies", False):  # the tasks read the others' copies: written
+            for k in scan.keys:
+                if k not in packed:
+                    scan.store.local_path(k)
         if files.spark_url and not scan.tag and not packed:
             # with the schema given, Spark reads no file's footer to infer one (a job of its own)
             return self.spark.read.schema(_spark_schema(scan.schema)).parquet(

@@ -45,8 +45,17 @@ class ObjectStore:
         """Where local_path() finds the object, without fetching it (it may not exist yet)."""
         return self.local_path(key)
 
+    def path_for_cache(self, key: str) -> str:
+        """The path sst_cache knows the object by, for reading through it: local_path(), except
+        that a copy this process has not written yet stays unwritten (the cache writes it if it
+        must read the file: pack.ensure_copy)."""
+        return self.local_path(key)
+
     def known_whole(self, key: str) -> None:
         """This process put packed file `key`'s copy in place itself (storage.pack): whole."""
+
+    def write_copies(self) -> None:
+        """Write the copies of packed files this process left unwritten (`lazy_copies`)."""
 
     def scratch_dir(self) -> str:
         d = os.path.join(tempfile.gettempdir(), "dagster_rw_scratch")
@@ -74,6 +83,7 @@ _WHOLE_KEPT = 100_000  # packed files a LocalStore remembers having found whole
 
 class LocalStore(ObjectStore):
     packs_files = True  # a FLUSH's small files: one fsync for all of them, not one each
+    lazy_copies = True  # their copies in the folder: written when something reads them from disk
 
     def __init__(self, root: str, spark_url: str | None = None):
         self.root = os.path.abspath(root)
@@ -170,6 +180,7 @@ class LocalStore(ObjectStore):
         return sorted(out)
 
     def delete(self, key: str) -> None:
+        pack.drop_copy(self._path(key))
         try:
             os.unlink(self._path(key))
         except FileNotFoundError:
@@ -182,6 +193,7 @@ class LocalStore(ObjectStore):
         garbage past its grace period: unlike an unlink, shrinking also cuts off a reader that still
         has the file open."""
         path = self._path(key)
+        pack.drop_copy(path)
         try:
             size = os.path.getsize(path)
             while size > _SHRINK_STEP:
@@ -198,8 +210,16 @@ class LocalStore(ObjectStore):
     def cache_path(self, key: str) -> str:
         return self._path(key)
 
+    def write_copies(self) -> None:
+        pack.write_copies(self.root)
+
+    def path_for_cache(self, key: str) -> str:
+        path = self._path(key)
+        return path if pack.copy_pending(path) else self.local_path(key)
+
     def local_path(self, key: str) -> str:
         path = self._path(key)
+        pack.ensure_copy(path)  # a packed file of this process whose copy is not written yet
         if self.locate_packed is None or key in self._whole:
             return path
         where = self.locate_packed(key)

@@ -50,25 +50,18 @@ class Pack:
         return True
 
     def add(self, key: str, data: bytes) -> bool:
-        """Take file `key` as its bytes: kept for the upload, and its copy put in the cache (no
-        temporary file first, no reading it back); False when it is too large for the pack."""
+        """Take file `key` as its bytes, kept for the upload; False when it is too large for the
+        pack. Its copy in the cache is written from them (no temporary file first, no reading it
+        back): at once, or on a store with `lazy_copies` only when something reads it from disk
+        (ensure_copy): this process's readers mostly find its rows decoded in sst_cache."""
         if not self._reserve(key, len(data), data):
             return False
         path = self.store.cache_path(key)
-        folder = os.path.dirname(path)
-        if folder not in _folders:
-            os.makedirs(folder, exist_ok=True)
-            _folders.add(folder)
-        tmp = f"{path}.{uuid.uuid4().hex}.tmp"  # (readers in this process may look for it: whole or absent)
-        try:
-            with open(tmp, "wb") as f:
-                f.write(data)
-        except FileNotFoundError:  # the folder was removed meanwhile (a dropped object's, a test's)
-            _folders.discard(folder)
-            os.makedirs(folder, exist_ok=True)
-            with open(tmp, "wb") as f:
-                f.write(data)
-        os.replace(tmp, path)
+        if getattr(self.store, "lazy_copies", False):
+            with _copies_lock:
+                _copies[path] = data
+        else:
+            _write_copy(path, data)
         self.store.known_whole(key)
         return True
 
@@ -103,6 +96,66 @@ class Pack:
             self.store.delete(self.key)
         except Exception:  # noqa: BLE001 - a pack left behind is unreferenced, like a crashed step's files
             pass
+
+
+_copies: dict[str, bytes] = {}  # path -> bytes of a packed file whose copy is not written yet
+_copies_lock = threading.Lock()
+_path_locks = [threading.Lock() for _ in range(64)]
+
+
+def _path_lock(path: str) -> threading.Lock:
+    return _path_locks[hash(path) % len(_path_locks)]
+
+
+def copy_pending(path: str) -> bool:
+    """Whether `path` is the copy of a packed file of this process not written yet."""
+    return path in _copies
+
+
+def ensure_copy(path: str) -> None:
+    """Write the copy of a packed file Pack.add took, if it is not written yet."""
+    if path not in _copies:
+        return
+    with _path_lock(path):
+        with _copies_lock:
+            data = _copies.get(path)
+        if data is None:  # written (or dropped) meanwhile
+            return
+        _write_copy(path, data)
+        with _copies_lock:
+            _copies.pop(path, None)
+
+
+def write_copies(folder: str) -> None:
+    """Write the copies not written yet of the packed files under `folder` (a closing connection's
+    warehouse: they are not kept in memory beyond it)."""
+    prefix = os.path.join(folder, "")
+    for path in [p for p in list(_copies) if p.startswith(prefix)]:
+        ensure_copy(path)
+
+
+def drop_copy(path: str) -> None:
+    """The file is being deleted: its copy, if not written yet, never is."""
+    if path in _copies:
+        with _path_lock(path), _copies_lock:
+            _copies.pop(path, None)
+
+
+def _write_copy(path: str, data: bytes) -> None:
+    folder = os.path.dirname(path)
+    if folder not in _folders:
+        os.makedirs(folder, exist_ok=True)
+        _folders.add(folder)
+    tmp = f"{path}.{uuid.uuid4().hex}.tmp"  # (readers in this process may look for it: whole or absent)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+    except FileNotFoundError:  # the folder was removed meanwhile (a dropped object's, a test's)
+        _folders.discard(folder)
+        os.makedirs(folder, exist_ok=True)
+        with open(tmp, "wb") as f:
+            f.write(data)
+    os.replace(tmp, path)
 
 
 def whole(path: str, key: str, layout: dict[str, list[int]]) -> bool:

@@ -102,7 +102,7 @@ class StateTable:
             return self._lookup_unique(wanted, want_null, full)
         parts = []
         for f in self._holding(self.files, cols, wanted, want_null):
-            rows = sst_cache.rows_matching(self.store.local_path(f.key), cols, wanted, want_null, unique=unique)
+            rows = sst_cache.rows_matching(self.store.path_for_cache(f.key), cols, wanted, want_null, unique=unique)
             if rows is None:
                 return None
             parts.append(rows.select(full.names).cast(full))
@@ -143,7 +143,7 @@ class StateTable:
             full = self._scan().schema
             parts = []
             for f in self.files:
-                rows = sst_cache.rows_in_range(self.store.local_path(f.key), col, lo, hi)
+                rows = sst_cache.rows_in_range(self.store.path_for_cache(f.key), col, lo, hi)
                 if rows is None:
                     break
                 parts.append(rows.select(full.names).cast(full))
@@ -163,7 +163,7 @@ class StateTable:
         full = self._scan().schema
         parts, frontier = [], None
         for f in self.files:
-            got = sst_cache.rows_from(self.store.local_path(f.key), col, value, count, descending)
+            got = sst_cache.rows_from(self.store.path_for_cache(f.key), col, value, count, descending)
             if got is None:
                 return None
             rows, exhausted = got
@@ -191,14 +191,14 @@ class StateTable:
         tombstone) is not searched for in older files, so no merge of versions is needed. Where
         there are several newer files, one filter over all of them first sets aside the keys none
         of them holds: those are looked for in the oldest file only."""
-        paths = [self.store.local_path(f.key) for f in self.files]
+        paths = [self.store.path_for_cache(f.key) for f in self.files]
         holders = None if want_null or not TUNING.newest_holders else sst_cache.newest_holders(paths, self.pk, wanted)
         if holders is not None:  # each key is searched in the one file holding its newest version
             return self._lookup_in_holders(paths, holders, wanted)
         files = self._holding(self.files, self.pk, wanted, want_null)
         if not files:
             return self.schema.empty_table()
-        paths = [self.store.local_path(f.key) for f in files]
+        paths = [self.store.path_for_cache(f.key) for f in files]
         maybe = sst_cache.union_admits(paths[1:], self.pk, wanted) if len(paths) > 2 else None
         left = np.ones(len(wanted), bool)  # not found yet
         parts = []
@@ -283,7 +283,7 @@ class StateTable:
         """find() by the keys' codes (sst_cache.key_codes of the whole key; `in_order`: sorted):
         each key read from the file holding its newest version where the holders map knows it,
         else the files searched newest first."""
-        paths = [self.store.local_path(f.key) for f in self.files]
+        paths = [self.store.path_for_cache(f.key) for f in self.files]
         if TUNING.newest_holders and len(self.pk) == 1 and codes.dtype.kind == "i":
             holders = sst_cache.newest_holders(paths, self.pk, codes)
             if holders is not None:
@@ -454,11 +454,11 @@ class StateTable:
             source = StateTable(self.store, self.engine, self.key_dir, self.pk, self.schema, group)._scan()
             rel = self.engine.sql(self._merge_query(full_merge), rw_state=source)
             return self._write(rel, group[0].epoch_from, group[-1].epoch_to)
-        if sst_cache.too_large([self.store.local_path(f.key) for f in group]):
+        if sst_cache.too_large([self.store.path_for_cache(f.key) for f in group]):
             return [self._merge_streaming(group, full_merge)]
         # in-process: merge the decoded files the cache already holds
         full = self._scan().schema
-        source = pa.concat_tables([sst_cache.read(self.store.local_path(f.key)).select(full.names).cast(full)
+        source = pa.concat_tables([sst_cache.read(self.store.path_for_cache(f.key)).select(full.names).cast(full)
                                    for f in group])
         rel = self._merge_in_arrow(source, full_merge)
         if rel is None:
@@ -471,7 +471,7 @@ class StateTable:
             (merged,) = self._write(rel, group[0].epoch_from, group[-1].epoch_to)
         path = self.store.cache_path(merged.key)
         if not full_merge:  # lookups' map of the file holding each key follows the merge
-            sst_cache.note_merge(path, [self.store.local_path(f.key) for f in group])
+            sst_cache.note_merge(path, [self.store.path_for_cache(f.key) for f in group])
         cols = sst_cache.usable_prefix(self.schema, self.pk) if self.pk and merged.rows else []
         if cols and sst_cache.cached(path) is not None:
             sst_cache.build_indexes(path, cols)  # here (off the step's path when merging in the background)

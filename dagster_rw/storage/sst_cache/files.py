@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .. import mapped_columns
+from ..pack import ensure_copy
 
 
 _LIMIT = int(os.environ.get("DAGSTER_RW_SST_CACHE_BYTES", str(4 << 30)))
@@ -37,6 +38,7 @@ def _file(path: str) -> _File:
         if f is not None:
             _cache.move_to_end(path)
             return f
+    ensure_copy(path)  # a packed file of this process whose copy is not written yet
     if _too_large(path):
         table = mapped_columns.map_file(path)
         if table is not None:
@@ -65,6 +67,8 @@ def too_large(paths: list[str]) -> bool:
             f = _cache.get(path)
         if f is not None and f.mapped:
             return True
+        if f is None:
+            ensure_copy(path)
         total += f.size if f is not None else mapped_columns.estimated_bytes(path)
         if total > limit:
             return True
