@@ -382,7 +382,6 @@ def test_lookups_leave_out_the_files_of_a_run_whose_key_range_holds_no_wanted_ke
                          DELETED: np.zeros(len(keys), bool), "_epoch": np.ones(len(keys), np.int64)}, schema=full)
         key = f"state/t/00000000000000000000-00000000000000000001-run{part}.parquet"
         path = store.local_path(key)
-        import os
         os.makedirs(os.path.dirname(path), exist_ok=True)
         write_parquet(rows, path, ["k", "j"])
         files.append(SstFile(key=key, epoch_from=0, epoch_to=1, rows=len(keys), bytes=os.path.getsize(path),
