@@ -61,7 +61,7 @@ def read_batch(store, batch: Batch, columns: list[str], schema: pa.Schema) -> pa
     wanted = pa.schema([schema.field(c) for c in columns] + [pa.field(W, pa.int64())])
     tables = []
     for i, f in enumerate(batch.files):
-        t = sst_cache.read(store.local_path(f.key)).select(wanted.names).cast(wanted)
+        t = sst_cache.read(store.path_for_cache(f.key)).select(wanted.names).cast(wanted)
         tables.append(t.append_column(FILE, pa.array([i] * t.num_rows, pa.int32())))
     if not tables:
         return wanted.append(pa.field(FILE, pa.int32())).empty_table()

@@ -43,7 +43,7 @@ class CountTable(StateTable):
         unique = list(cols) == list(self.pk)
         parts = []
         for f in self.files:
-            rows = sst_cache.rows_matching(self.store.local_path(f.key), cols, wanted, want_null, unique=unique,
+            rows = sst_cache.rows_matching(self.store.path_for_cache(f.key), cols, wanted, want_null, unique=unique,
                                            columns=self.columns)
             if rows is None:
                 return None
