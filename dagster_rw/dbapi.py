@@ -207,6 +207,9 @@ class Connection:
         for i, c in enumerate(visible):
             if c.name in columns:
                 src = f"d.{quote(data.column_names[columns.index(c.name)])}"
+                if sqltypes.is_struct(c.type):  # a row assigned to a struct column: its fields by position
+                    i = columns.index(c.name)
+                    data = data.set_column(i, data.field(i).name, sqltypes.with_field_names(data.column(i), c.type))
             else:
                 src = c.default if c.default is not None else "NULL"
             # (jsonb as text: dagster_rw.jsonb parses it, and words an error as PostgreSQL does)
@@ -653,7 +656,8 @@ class Cursor:
         new_cols = []
         for c in obj.columns:
             if c.name in assigned:
-                new_cols.append(f"CAST({assigned[c.name].sql(dialect='duckdb')} AS {sqltypes.duckdb_type(c.type)}) "
+                value = sqltypes.with_field_names_sql(assigned[c.name], c.type)
+                new_cols.append(f"CAST({value.sql(dialect='duckdb')} AS {sqltypes.duckdb_type(c.type)}) "
                                 f"AS {quote(c.name)}")
             else:
                 new_cols.append(quote(c.name))

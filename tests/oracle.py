@@ -32,6 +32,8 @@ def _norm_value(v):
         # an interval with months (dagster-rw gives them as Arrow's MonthDayNano): as DuckDB's Python
         # rows give every interval, a timedelta counting a month as 30 days
         v = datetime.timedelta(days=v.months * 30 + v.days, microseconds=v.nanoseconds // 1000)
+    if isinstance(v, dict):  # a struct: compared by its fields' names and normalized values, in order
+        return "(" + ", ".join(f"{k}: {_norm_value(x)!r}" for k, x in v.items()) + ")"
     if isinstance(v, (list, tuple)):  # an array: compared by its normalized elements, in order
         return "{" + ", ".join(repr(_norm_value(x)) for x in v) + "}"
     if isinstance(v, decimal.Decimal):

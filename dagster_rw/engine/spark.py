@@ -516,12 +516,15 @@ class SparkEngine(Engine):
         df = self.spark.sql(query)
         fields = df.schema.fields
         utc = [isinstance(f.dataType, T.TimestampType) for f in fields]
+        structs = [i for i, f in enumerate(fields) if isinstance(f.dataType, (T.StructType, T.ArrayType))]
         rows = []
         for r in df.collect():
             values = list(r)
             for i, is_utc in enumerate(utc):
                 if is_utc and values[i] is not None and values[i].tzinfo is None:
                     values[i] = values[i].replace(tzinfo=datetime.UTC)
+            for i in structs:  # a struct as a dict of its fields, as the in-process engine gives it
+                values[i] = _plain(values[i])
             rows.append(tuple(values))
         description = [(f.name, _type_code(f.dataType), None, None, None, None, None) for f in fields]
         return description, rows
@@ -545,10 +548,22 @@ _TYPE_CODES = {"int": "INTEGER", "string": "VARCHAR", "timestamp": "TIMESTAMP WI
 
 def _type_code(data_type) -> str:
     """A column's DB-API type code, spelled as the in-process path spells it (DuckDB's type names)."""
+    from pyspark.sql import types as T
+
+    if isinstance(data_type, T.ArrayType):
+        return _type_code(data_type.elementType) + "[]"
+    if isinstance(data_type, T.StructType):
+        return "STRUCT(" + ", ".join(f"{_field(f.name)} {_type_code(f.dataType)}" for f in data_type.fields) + ")"
     name = data_type.simpleString()
     if name.startswith("interval"):
         return "INTERVAL"
     return _TYPE_CODES.get(name, name.upper())
+
+
+def _field(name: str) -> str:
+    """A struct field's name as DuckDB spells it in a type: double-quoted unless a plain identifier."""
+    return name if name.isidentifier() and name.isascii() else '"' + name.replace('"', '""') + '"'
+
 
 
 def spark_error(e: Exception) -> str:
@@ -569,6 +584,17 @@ def _parallelism(session) -> int:
         except Exception:  # noqa: BLE001 - not set on the server: a modest default
             return 2
     return session.sparkContext.defaultParallelism
+
+
+def _plain(value):
+    """A Spark value with its Rows (structs) turned into dicts of their fields, nested too."""
+    from pyspark.sql import Row
+
+    if isinstance(value, Row):
+        return {k: _plain(v) for k, v in value.asDict(recursive=False).items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
 
 
 def _spark_schema(schema: pa.Schema):

@@ -63,6 +63,8 @@ def check_supported(columns: list[Column], encode: str) -> str | None:
             return f"column {c.name!r} of type {c.type} in ENCODE JSON"
         if c.type == "jsonb" or c.type.startswith("jsonb["):
             return f"column {c.name!r} of type jsonb (a source's fields are decoded as scalars and arrays)"
+        if "struct<" in c.type:
+            return f"column {c.name!r} of type {c.type} (a source's fields are decoded as scalars and arrays)"
     return None
 
 

@@ -51,6 +51,25 @@ def _argument_count(tokens: list, index: int) -> int | None:
     return None
 
 
+def _row(args: list) -> exp.Expression:
+    """ROW(a, b): a struct whose fields are named f1, f2, ... as PostgreSQL names a row's columns
+    (sqlglot writes it as DuckDB's {'f1': a, ...} and Spark's STRUCT(a AS f1, ...))."""
+    return exp.Struct(expressions=[exp.PropertyEQ(this=exp.to_identifier(f"f{i + 1}"), expression=a)
+                                   for i, a in enumerate(args)])
+
+
+def _row_cast(node: exp.Expression) -> exp.Expression:
+    """ROW(...)::STRUCT<a ..., b ...>: the row's fields take the struct's names by position, as
+    PostgreSQL casts a row to a composite type (DuckDB would match them by name)."""
+    if isinstance(node, exp.Cast) and isinstance(node.this, exp.Struct) and node.to.this == exp.DType.STRUCT:
+        names = [f.name for f in node.to.expressions if isinstance(f, exp.ColumnDef)]
+        items = node.this.expressions
+        if len(names) == len(items) and all(isinstance(i, exp.PropertyEQ) for i in items):
+            for i, n in zip(items, names):
+                i.set("this", exp.to_identifier(n))
+    return node
+
+
 class DagsterRw(RisingWave):
     """RisingWave's dialect as sqlglot knows it, plus the 12-hour `HH` of to_char (PostgreSQL's HH is
     HH12; sqlglot leaves it as text, and Spark would read the text as a 24-hour hour). Its parser
@@ -61,6 +80,7 @@ class DagsterRw(RisingWave):
     ORIGINAL_NAME_META_KEY = FUNCTION_NAME  # calls of sqlglot's function table keep their name
 
     class Parser(RisingWave.Parser):
+        FUNCTIONS = {**RisingWave.Parser.FUNCTIONS, "ROW": _row}
         FUNCTION_PARSERS = {name: _named_call(name, parse)
                             for name, parse in RisingWave.Parser.FUNCTION_PARSERS.items()}
         NO_PAREN_FUNCTION_PARSERS = {  # IF(c, a, b) is a call of a function PostgreSQL does not have
@@ -98,7 +118,8 @@ class Statement:
 def _parse(sql: str) -> exp.Expression:
     try:
         # PostgreSQL folds unquoted identifiers to lower case
-        return normalize_identifiers(sqlglot.parse_one(sql, read=DIALECT), dialect="postgres")
+        tree = normalize_identifiers(sqlglot.parse_one(sql, read=DIALECT), dialect="postgres")
+        return tree.transform(_row_cast) if "row" in sql.lower() else tree
     except ParseError as e:
         err = e.errors[0] if e.errors else {}
         where = f" (line {err.get('line')}, column {err.get('col')})" if err.get("line") else ""

@@ -107,6 +107,9 @@ _SCALARS = {
     "json": """
         jsonb_typeof(any) jsonb_build_object() jsonb_build_object(any, any, ...)
     """,
+    "composite": """
+        row(any, ...)
+    """,
     "other": """
         gen_random_uuid()
     """,

@@ -42,14 +42,17 @@ class Queries:
         return prune_columns(number_nodes(node))
 
     def refuse_array_keys(self, root: Node) -> None:
-        """Refuse an array column wherever rows are keyed, grouped, matched or ordered by it (GROUP
-        BY, DISTINCT, set operations, join keys, ORDER BY, window partitions, MIN/MAX, COUNT
-        DISTINCT): state files are sorted and searched by such columns, and lists cannot be."""
+        """Refuse an array or struct column wherever rows are keyed, grouped, matched or ordered by
+        it (GROUP BY, DISTINCT, set operations, join keys, ORDER BY, window partitions, MIN/MAX,
+        COUNT DISTINCT): state files are sorted and searched by such columns, and lists and structs
+        cannot be (a struct's fields can: `GROUP BY (s).a, (s).b`)."""
         def check(node: Node, cols, what: str) -> None:
             for i in cols:
                 c = node.columns[i]
                 if c.type.endswith("[]"):
                     raise self.refuse(f"an array column ({c.name}, {c.type}) as {what}")
+                if sqltypes.is_struct(c.type):
+                    raise self.refuse(f"a struct column ({c.name}, {c.type}) as {what}; its fields can be")
 
         for node in root.walk():
             if isinstance(node, Join):
