@@ -75,8 +75,15 @@ class CatalogAccess:
                             functions={k: v for k, v in cat.functions.items() if k != name})
         return True
 
+    def plan_key(self, obj: CatalogObject) -> tuple:
+        """What an object's plan depends on: its definition (a rename rewrites the SQL of its
+        consumers) and its inputs' columns (ALTER TABLE ... ADD / DROP COLUMN)."""
+        cat = self.catalog()
+        inputs = tuple((i, tuple((c.name, c.type) for c in cat.get(i).columns)) for i in obj.inputs if cat.get(i))
+        return obj.name, obj.created_epoch, obj.sql, inputs
+
     def plan(self, obj: CatalogObject):
-        key = (obj.name, obj.created_epoch, obj.sql)  # (a rename rewrites the SQL of its consumers)
+        key = self.plan_key(obj)
         if key not in self._plans:
             from ..sql.statements import view_emits_on_window_close, view_query
 

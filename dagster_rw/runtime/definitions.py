@@ -148,7 +148,7 @@ class Definitions:
         self.clear_leftovers(obj.key_folder)
         what = "INDEX" if index is not None else "TABLE" if kind == TABLE else "MATERIALIZED VIEW"
         self.commit_catalog(objects, f"CREATE {what} {name}")
-        self._plans[(name, created, sql)] = plan
+        self._plans[self.plan_key(obj)] = plan
         try:
             self.refresh(name)  # back-fill from the snapshot
         except BaseException:
@@ -303,10 +303,14 @@ class Definitions:
                                        "plans differently with the new name")
 
     def alter_columns(self, statement) -> None:
-        """ALTER TABLE ... ADD COLUMN (its DEFAULT, or NULL, in every row) / DROP COLUMN, of a table nothing reads:
-        the table is brought to the newest epoch (its staged rows applied), then its rows are
-        written again with the new columns, and the new definition and that state commit in one
-        log entry (its change files, in the old columns and read by no one, go with it)."""
+        """ALTER TABLE ... ADD COLUMN (its DEFAULT, or NULL, in every row) / DROP COLUMN. The views
+        and indexes reading the table keep their columns, as in RisingWave: one that reads a
+        dropped column, or selects all of the table's columns, is refused by name (as is a sink
+        reading or writing the table). The table and its readers are brought to the newest epoch
+        (its staged rows applied), then its rows are written again with the new columns, and the
+        new definition and that state commit in one log entry (its change files, in the old
+        columns and read by every reader by then, go with it); the readers read its next change
+        files, in the new columns, by name."""
         s = statement
         cat = self.catalog(reload=True)
         obj = cat.get(s.table)
@@ -317,11 +321,11 @@ class Definitions:
             raise ProgrammingError(f'"{s.table}" is not a table; {what} changes tables only')
         if ingest.is_connector(obj) or obj.options.get("as_query"):
             raise unsupported(f"{what} on a table fed by a connector or created AS SELECT")
-        users = [c.name for c in cat.consumers(s.table)]
-        users += [o.name for o in cat.objects.values() if o.options.get("into") == s.table]
-        if users:
-            raise unsupported(f"{what} on {s.table!r}, which other objects read ({', '.join(users)}): "
+        writers = [o.name for o in cat.objects.values() if o.options.get("into") == s.table]
+        if writers:
+            raise unsupported(f"{what} on {s.table!r}, which sinks write into ({', '.join(writers)}): "
                               "drop them first, or create a new table")
+        readers = cat.consumers(s.table)
         names = [c.name for c in obj.columns]
         if s.add is not None:
             if s.add.name in names:
@@ -342,10 +346,15 @@ class Definitions:
                 raise ProgrammingError(f"{what}: {s.table!r} would have no column left")
             columns = [c for c in obj.columns if c.name != s.drop]
             sql = with_column_dropped(obj.sql, s.drop)
+        if readers:
+            self._check_readers_unchanged(cat, dataclasses.replace(obj, columns=columns, sql=sql), readers, what)
         if s.table in epochs.unsealed_counts(self.store):
             self.barrier()
-        self.refresh(s.table)
-        self.settle([s.table])
+        # the table and its readers are brought to its newest epoch: its change files in the old
+        # columns are then read by everyone, and go with the new definition
+        for o in (self.ancestors([r.name for r in readers]) if readers else [obj]):
+            self.refresh(o.name)
+        self.settle([o.name for o in [obj, *readers]])
         cat = self.catalog(reload=True)
         altered = dataclasses.replace(cat.get(s.table), columns=columns, sql=sql)
         m = self.manifest(s.table)
@@ -372,9 +381,30 @@ class Definitions:
             version=cat.version, objects={k: (altered if k == s.table else v) for k, v in cat.objects.items()},
             functions=cat.functions), what, versions=[nxt])
         self.remember_manifest(nxt)
-        self._plans = {k: v for k, v in self._plans.items() if k[0] != s.table}
+        replanned = {s.table, *(r.name for r in readers)}
+        self._plans = {k: v for k, v in self._plans.items() if k[0] not in replanned}
         self.compactor.forget(s.table)
         manifests.settle_garbage(self.store, expired, grace)
+
+    def _check_readers_unchanged(self, cat: catalogs.Catalog, altered: CatalogObject, readers: list[CatalogObject],
+                                 what: str) -> None:
+        """Refuse a column change after which an object reading the table would not plan to what
+        it is: one that reads a dropped column, or selects all of the table's columns (`*`)."""
+        objects = {k: (altered if k == altered.name else v) for k, v in cat.objects.items()}
+        for o in readers:
+            if o.kind == catalogs.SINK:
+                raise unsupported(f"{what} on {altered.name!r}, which sink {o.name!r} reads: drop it first")
+            try:
+                planner = Planner(objects.get, o.sql, o.name, self.engine)
+                plan = planner.plan(self.inline_functions(view_query(o.sql)), view_emits_on_window_close(o.sql))
+            except ProgrammingError as e:
+                raise ProgrammingError(f'{what}: "{o.name}" reads {altered.name!r}, and its definition does not '
+                                       f"plan without the column ({e})") from None
+            columns = [(None if c.hidden else c.name, c.type, c.hidden) for c in plan.columns]
+            if columns != [(None if c.hidden else c.name, c.type, c.hidden) for c in o.columns] or \
+                    [o.columns[k].name for k in plan.stream_key] != o.stream_key:
+                raise unsupported(f'{what} on {altered.name!r}: the columns of "{o.name}", which reads it, would '
+                                  "change (it selects all of its columns): name the columns in its definition")
 
     def new_folder(self, catalog: catalogs.Catalog, name: str) -> str:
         """The folder of a new object `name` (CatalogObject.folder): its own name's (""), unless

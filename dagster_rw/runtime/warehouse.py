@@ -50,7 +50,7 @@ class Warehouse(CatalogAccess, Versions, Staging, Scheduling, Definitions):
         self.refresh_retries = 0  # refreshes of one object that stepped again after losing one
         self._sealed: int | None = None  # the epoch a FLUSH in progress sealed (epochs.seal)
         self._catalog: Catalog | None = None
-        self._plans: dict[tuple[str, int, str], object] = {}
+        self._plans: dict[tuple, object] = {}  # CatalogAccess.plan_key -> the plan
         self._manifests: dict[str, Manifest] = {}
         self.sink_targets: dict[str, tuple] = {}  # sink -> (created epoch, open connector)
         self.pipelining = False  # inside a FLUSH: tables commit in the background (defer_commit)
