@@ -179,7 +179,11 @@ def _path_keys(elements: str) -> list[str]:
 
 
 def _walk(value, elements: str):
-    for k in _path_keys(elements):
+    return _walk_keys(value, _path_keys(elements))
+
+
+def _walk_keys(value, keys: list[str]):
+    for k in keys:
         if isinstance(value, list):
             try:
                 value = _step(value, int(k))
@@ -248,6 +252,44 @@ def object_of_pairs(pairs: list) -> str:
     """jsonb_object_agg from the members pair() made. A member whose key was NULL (pair() gave
     NULL) is left out, where PostgreSQL fails the query: a view keeps going."""
     return _text(_object([tuple(_parse(p)) for p in pairs if p is not None]))
+
+
+def extract_path(doc: str, keys: str) -> str | None:
+    """jsonb_extract_path(doc, k1, k2, ...), the keys given as a JSON array of texts: `doc #> path`
+    with no text-array literal between (a key may hold a comma or a brace)."""
+    found = _walk_keys(_parse(doc), json.loads(keys))
+    return None if found is _MISSING else _text(found)
+
+
+def extract_path_text(doc: str, keys: str) -> str | None:
+    """jsonb_extract_path_text(doc, k1, ...): the value at the path as text."""
+    return _as_text(_walk_keys(_parse(doc), json.loads(keys)))
+
+
+def array_length(doc: str) -> int | None:
+    """jsonb_array_length(doc); None for a document that is not an array, where PostgreSQL fails the
+    query: a view keeps going."""
+    value = _parse(doc)
+    return len(value) if isinstance(value, list) else None
+
+
+def object_keys(doc: str) -> list | None:
+    """jsonb_object_keys(doc): an object's keys in the stored order (PostgreSQL's); None (no rows) for
+    a document that is not an object, where PostgreSQL fails the query."""
+    value = _parse(doc)
+    return list(value) if isinstance(value, dict) else None
+
+
+def strip_nulls(doc: str) -> str:
+    """jsonb_strip_nulls(doc): every object member whose value is null removed, at any depth (array
+    elements that are null stay)."""
+    def strip(v):
+        if isinstance(v, dict):
+            return {k: strip(x) for k, x in v.items() if x is not None}
+        if isinstance(v, list):
+            return [strip(x) for x in v]
+        return v
+    return _text(strip(_parse(doc)))
 
 
 def elements(doc: str) -> list | None:

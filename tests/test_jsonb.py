@@ -70,6 +70,13 @@ VIEWS = {
     "jsonb_elements": ("SELECT t1.id, jsonb_array_elements_text(tj.j -> 'b') AS e FROM t1 JOIN tj ON t1.k = tj.id",
                        "SELECT t1.id, unnest(CASE WHEN tj.b IS NOT NULL THEN ['1', '2.50'] END) AS e "
                        "FROM t1 JOIN tj ON t1.k = tj.id"),
+    "jsonb_read_functions": ("SELECT t1.id, jsonb_array_length(tj.j -> 'b') AS n, "
+                             "jsonb_extract_path_text(tj.j, 'b', '1') AS b1 FROM t1 JOIN tj ON t1.k = tj.id",
+                             "SELECT t1.id, CASE WHEN tj.b IS NOT NULL THEN 2 END AS n, tj.b1 "
+                             "FROM t1 JOIN tj ON t1.k = tj.id"),
+    "jsonb_keys": ("SELECT t1.id, jsonb_object_keys(tj.j) AS key FROM t1 JOIN tj ON t1.k = tj.id",
+                   "SELECT t1.id, unnest(CASE WHEN tj.t = 'object' THEN ['a', 'b'] END) AS key "
+                   "FROM t1 JOIN tj ON t1.k = tj.id"),
     "jsonb_by_member": ("SELECT tj.j #>> '{b,1}' AS b1, count(*) AS n, max(t1.v) AS m FROM t1 JOIN tj ON t1.k = tj.id "
                         "GROUP BY tj.j #>> '{b,1}'",
                         "SELECT tj.b1, count(*) AS n, max(t1.v) AS m FROM t1 JOIN tj ON t1.k = tj.id GROUP BY tj.b1"),
@@ -168,7 +175,16 @@ def test_operators_are_postgresqls(docs):
             ours = (jsonb.get(d, k), jsonb.get_text(d, k), jsonb.path(d, array), jsonb.path_text(d, array),
                     jsonb.contains(d, o), jsonb.typeof(d))
             assert ours == tuple(theirs), (doc, other, key, path)
-            if theirs[-1] == "array":
+            keys = [str(p) for p in path]
+            theirs = pg.execute(
+                "SELECT jsonb_extract_path(d, VARIADIC %s)::text, jsonb_extract_path_text(d, VARIADIC %s), "
+                "jsonb_strip_nulls(d)::text, CASE WHEN jsonb_typeof(d) = 'array' THEN jsonb_array_length(d) END, "
+                "CASE WHEN jsonb_typeof(d) = 'object' THEN ARRAY(SELECT jsonb_object_keys(d)) END "
+                "FROM (SELECT %s::jsonb AS d) x", (keys, keys, doc)).fetchone()
+            ours = (jsonb.extract_path(d, json.dumps(keys)), jsonb.extract_path_text(d, json.dumps(keys)),
+                    jsonb.strip_nulls(d), jsonb.array_length(d), jsonb.object_keys(d))
+            assert ours == tuple(theirs), (doc, keys)
+            if jsonb.typeof(d) == "array":
                 elements = pg.execute("SELECT array_agg(e::text ORDER BY n), array_agg(t ORDER BY n) FROM "
                                       "jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS x(e, n), "
                                       "jsonb_array_elements_text(%s::jsonb) WITH ORDINALITY AS y(t, m) WHERE n = m",
@@ -240,6 +256,10 @@ BUILT = {
     "built_agg": "SELECT k, jsonb_agg(s ORDER BY id) AS a, jsonb_agg(j ORDER BY id DESC) AS aj, "
                  "jsonb_object_agg(id, d) AS m, jsonb_object_agg(s || id, j) AS mj FROM tb WHERE s IS NOT NULL GROUP BY k",
     "built_global": "SELECT jsonb_agg(jsonb_build_object('id', id, 'b', b) ORDER BY id) AS a FROM tb",
+    "read_functions": "SELECT id, CASE WHEN jsonb_typeof(j) = 'array' THEN jsonb_array_length(j) END AS al, "
+                      "jsonb_extract_path(j, 'a', '0') AS a0, jsonb_extract_path_text(j, 'b') AS b, "
+                      "jsonb_strip_nulls(j) AS sn FROM tb",
+    "read_keys": "SELECT id, jsonb_object_keys(j) AS key FROM tb WHERE jsonb_typeof(j) = 'object'",
 }
 _row = st.tuples(st.integers(0, 6), st.integers(0, 2), st.one_of(st.none(), _strings),
                  st.one_of(st.none(), _document(_leaves)), st.one_of(st.none(), st.booleans()),

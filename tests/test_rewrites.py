@@ -49,6 +49,9 @@ CASES = {
         # jsonb_array_elements: unnest of the elements, named as the call
         ("SELECT id, jsonb_array_elements(s::jsonb) FROM t",
          "SELECT id, UNNEST(RW_JSONB_ELEMENTS(CAST(s AS JSONB))) AS jsonb_array_elements FROM t"),
+        # jsonb_object_keys: unnest of the keys, named as the call
+        ("SELECT id, jsonb_object_keys(s::jsonb) FROM t",
+         "SELECT id, UNNEST(RW_JSONB_OBJECT_KEYS(CAST(s AS JSONB))) AS jsonb_object_keys FROM t"),
     ],
     "grouping_sets_as_union_all": [
         # plain keys crossed with CUBE; grouping() in HAVING; a qualified key matched by name

@@ -22,6 +22,11 @@ FUNCTIONS = {
     "rw_jsonb_object_of_pairs": (jsonb.object_of_pairs, ["VARCHAR[]"], "JSON", "string"),
     "rw_jsonb_elements": (jsonb.elements, ["VARCHAR"], "JSON[]", "array<string>"),
     "rw_jsonb_elements_text": (jsonb.elements_text, ["VARCHAR"], "VARCHAR[]", "array<string>"),
+    "rw_jsonb_extract_path": (jsonb.extract_path, ["VARCHAR", "VARCHAR"], "JSON", "string"),
+    "rw_jsonb_extract_path_text": (jsonb.extract_path_text, ["VARCHAR", "VARCHAR"], "VARCHAR", "string"),
+    "rw_jsonb_array_length": (jsonb.array_length, ["VARCHAR"], "INTEGER", "int"),
+    "rw_jsonb_object_keys": (jsonb.object_keys, ["VARCHAR"], "VARCHAR[]", "array<string>"),
+    "rw_jsonb_strip_nulls": (jsonb.strip_nulls, ["VARCHAR"], "JSON", "string"),
 }
 PREFIX = "rw_jsonb_"  # every name above begins so: a query without it needs none of them
 

@@ -105,7 +105,8 @@ _SCALARS = {
         coalesce(any, ...) nullif(any, any) greatest(any, ...) least(any, ...)
     """,
     "json": """
-        jsonb_typeof(any) jsonb_build_object() jsonb_build_object(any, any, ...)
+        jsonb_typeof(any) jsonb_build_object() jsonb_build_object(any, any, ...) jsonb_array_length(any)
+        jsonb_strip_nulls(any) jsonb_extract_path(any, text, ...) jsonb_extract_path_text(any, text, ...)
     """,
     "composite": """
         row(any, ...)
@@ -129,7 +130,7 @@ _WINDOWS = """
 """
 _TABLES = """
     generate_series(integer, integer) generate_series(integer, integer, integer) unnest(array)
-    jsonb_array_elements(any) jsonb_array_elements_text(any)
+    jsonb_array_elements(any) jsonb_array_elements_text(any) jsonb_object_keys(any)
     generate_series(timestamp, timestamp, interval) generate_series(timestamptz, timestamptz, interval)
     tumble(relation, timestamp, interval) tumble(relation, timestamp, interval, interval)
     hop(relation, timestamp, interval, interval) hop(relation, timestamp, interval, interval, interval)

@@ -196,16 +196,28 @@ _JSONB_CALLS = {exp.JSONExtract: "rw_jsonb_get", exp.JSONExtractScalar: "rw_json
                 exp.JSONBExtract: "rw_jsonb_path", exp.JSONBExtractScalar: "rw_jsonb_path_text"}
 
 
+# jsonb functions of one argument, each a call of the function both engines have under its name
+JSONB_READERS = ("jsonb_typeof", "jsonb_array_length", "jsonb_strip_nulls")
+_JSONB_PATHS = ("jsonb_extract_path", "jsonb_extract_path_text")
+
+
 def jsonb_operators(expression: exp.Expression, refuse) -> exp.Expression:
-    """`expression` with PostgreSQL's jsonb operators (`->`, `->>`, `#>`, `#>>`) and jsonb_typeof
-    as calls of the functions both engines have; `refuse(node, what)` raises for an operand that is
-    not a constant."""
-    if not any(isinstance(n, tuple(_JSONB_CALLS)) or _is_call(n, "jsonb_typeof") for n in expression.walk()):
+    """`expression` with PostgreSQL's jsonb operators (`->`, `->>`, `#>`, `#>>`), jsonb_typeof,
+    jsonb_array_length, jsonb_strip_nulls and jsonb_extract_path[_text] as calls of the functions
+    both engines have; `refuse(node, what)` raises for an operand that is not a constant."""
+    if not any(isinstance(n, tuple(_JSONB_CALLS)) or _is_call(n, *JSONB_READERS, *_JSONB_PATHS)
+               for n in expression.walk()):
         return expression
 
     def translate(node: exp.Expression) -> exp.Expression:
-        if _is_call(node, "jsonb_typeof"):
-            return exp.Anonymous(this="rw_jsonb_typeof", expressions=list(node.expressions))
+        if _is_call(node, *JSONB_READERS) and len(node.expressions) == 1:
+            return exp.Anonymous(this="rw_" + node.name.lower(), expressions=list(node.expressions))
+        if _is_call(node, *_JSONB_PATHS) and node.expressions:
+            keys = node.expressions[1:]
+            if not all(isinstance(k, exp.Literal) and k.is_string for k in keys):
+                refuse(node, f"{node.name.lower()}(...): a jsonb path that is not constant keys")
+            return exp.Anonymous(this="rw_" + node.name.lower(), expressions=[
+                node.expressions[0], exp.Literal.string(json.dumps([k.this for k in keys]))])
         name = _JSONB_CALLS.get(type(node))
         if name is None:
             return node
@@ -225,8 +237,8 @@ def jsonb_operators(expression: exp.Expression, refuse) -> exp.Expression:
     return transform_bottom_up(expression, translate)  # (`j -> 'a' -> 'b'`: the inner call first)
 
 
-def _is_call(node: exp.Expression, name: str) -> bool:
-    return isinstance(node, exp.Anonymous) and node.name.lower() == name
+def _is_call(node: exp.Expression, *names: str) -> bool:
+    return isinstance(node, exp.Anonymous) and node.name.lower() in names
 
 
 def _member_key(operand: exp.Expression) -> str | None:

@@ -20,6 +20,9 @@ from .scope import AliasOnly, Entry, Scope
 
 _JSON_READERS = (exp.JSONExtract, exp.JSONExtractScalar, exp.JSONBExtract, exp.JSONBExtractScalar)
 _JSON_BUILDERS = (exp.JSONObject, exp.JSONArray, exp.JSONArrayAgg, exp.JSONObjectAgg)
+# jsonb functions a view computes (sql/semantics.jsonb_operators translates them)
+_JSONB_FUNCTIONS = ("jsonb_typeof", "jsonb_array_length", "jsonb_strip_nulls", "jsonb_extract_path",
+                    "jsonb_extract_path_text")
 
 
 def _ancestors(node: exp.Expression):
@@ -100,14 +103,16 @@ class Binding:
             if isinstance(node, _JSON_BUILDERS):
                 shown = node.sql(dialect="postgres")
             elif isinstance(node, (exp.Anonymous, exp.Func)) and not isinstance(node, (exp.Cast, *_JSON_READERS)) \
-                    and node.sql_name().lower().startswith(("json", "to_json")) and node.sql_name().lower() != "jsonb_typeof":
+                    and node.sql_name().lower().startswith(("json", "to_json")) \
+                    and node.sql_name().lower() not in _JSONB_FUNCTIONS:
                 shown = f"{node.sql_name().lower()}(...)"
             elif isinstance(node, exp.Cast) and node.to.this in JSON_TYPES and not (
                     isinstance(node.this, exp.Literal) and node.this.is_string):
                 shown = node.sql(dialect="postgres")
             if shown is not None:
                 raise self.refuse(f"{shown}: this JSON function, or casts of non-constant text to jsonb, in a view "
-                                  "(a view reads jsonb with ->, ->>, #>, #>>, @>, <@ and jsonb_typeof and builds it "
+                                  "(a view reads jsonb with ->, ->>, #>, #>>, @>, <@, jsonb_typeof, "
+                                  "jsonb_array_length, jsonb_extract_path[_text] and jsonb_strip_nulls and builds it "
                                   "with jsonb_build_object, jsonb_agg and jsonb_object_agg)", node)
 
     def check_deterministic(self, expression: exp.Expression) -> None:
