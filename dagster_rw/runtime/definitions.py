@@ -16,7 +16,7 @@ import pyarrow as pa
 from .. import types as sqltypes
 from ..errors import IntegrityError, OperationalError, ProgrammingError, unsupported
 from ..sql.planner import Planner
-from ..sql.alter_columns import with_column_added, with_column_dropped
+from ..sql.alter_columns import with_column_added, with_column_dropped, with_stars_expanded
 from ..sql.renames import renamed_definition, renamed_references
 from ..sql.statements import view_emits_on_window_close, view_query
 from ..storage import catalog as catalogs
@@ -346,8 +346,8 @@ class Definitions:
                 raise ProgrammingError(f"{what}: {s.table!r} would have no column left")
             columns = [c for c in obj.columns if c.name != s.drop]
             sql = with_column_dropped(obj.sql, s.drop)
-        if readers:
-            self._check_readers_unchanged(cat, dataclasses.replace(obj, columns=columns, sql=sql), readers, what)
+        rewritten = self._readers_kept(cat, dataclasses.replace(obj, columns=columns, sql=sql), readers, what) \
+            if readers else {}
         if s.table in epochs.unsealed_counts(self.store):
             self.barrier()
         # the table and its readers are brought to its newest epoch: its change files in the old
@@ -378,7 +378,8 @@ class Definitions:
         nxt, expired = manifests.successor(dataclasses.replace(m, state={step.OUTPUT: files}, changelog=[]),
                                            old_files, grace)
         self._catalog = catalogs.commit(self.store, catalogs.Catalog(
-            version=cat.version, objects={k: (altered if k == s.table else v) for k, v in cat.objects.items()},
+            version=cat.version, objects={k: (altered if k == s.table else dataclasses.replace(v, sql=rewritten[k])
+                                              if k in rewritten else v) for k, v in cat.objects.items()},
             functions=cat.functions), what, versions=[nxt])
         self.remember_manifest(nxt)
         replanned = {s.table, *(r.name for r in readers)}
@@ -386,25 +387,39 @@ class Definitions:
         self.compactor.forget(s.table)
         manifests.settle_garbage(self.store, expired, grace)
 
-    def _check_readers_unchanged(self, cat: catalogs.Catalog, altered: CatalogObject, readers: list[CatalogObject],
-                                 what: str) -> None:
-        """Refuse a column change after which an object reading the table would not plan to what
-        it is: one that reads a dropped column, or selects all of the table's columns (`*`)."""
+    def _readers_kept(self, cat: catalogs.Catalog, altered: CatalogObject, readers: list[CatalogObject],
+                      what: str) -> dict[str, str]:
+        """The readers of a table whose columns change, each planned against the new columns to
+        what it is: the new definitions of those that need one for that (a `*` over the table,
+        written out as the columns it stood for), by name. Refuses a reader of a dropped column,
+        one whose columns would change otherwise, and sinks."""
         objects = {k: (altered if k == altered.name else v) for k, v in cat.objects.items()}
-        for o in readers:
-            if o.kind == catalogs.SINK:
-                raise unsupported(f"{what} on {altered.name!r}, which sink {o.name!r} reads: drop it first")
+
+        def same_plan(o: CatalogObject, sql: str) -> bool:
             try:
-                planner = Planner(objects.get, o.sql, o.name, self.engine)
-                plan = planner.plan(self.inline_functions(view_query(o.sql)), view_emits_on_window_close(o.sql))
+                planner = Planner(objects.get, sql, o.name, self.engine)
+                plan = planner.plan(self.inline_functions(view_query(sql)), view_emits_on_window_close(sql))
             except ProgrammingError as e:
                 raise ProgrammingError(f'{what}: "{o.name}" reads {altered.name!r}, and its definition does not '
                                        f"plan without the column ({e})") from None
             columns = [(None if c.hidden else c.name, c.type, c.hidden) for c in plan.columns]
-            if columns != [(None if c.hidden else c.name, c.type, c.hidden) for c in o.columns] or \
-                    [o.columns[k].name for k in plan.stream_key] != o.stream_key:
-                raise unsupported(f'{what} on {altered.name!r}: the columns of "{o.name}", which reads it, would '
-                                  "change (it selects all of its columns): name the columns in its definition")
+            return columns == [(None if c.hidden else c.name, c.type, c.hidden) for c in o.columns] and \
+                [o.columns[k].name for k in plan.stream_key] == o.stream_key
+
+        rewritten = {}
+        for o in readers:
+            if o.kind == catalogs.SINK:
+                raise unsupported(f"{what} on {altered.name!r}, which sink {o.name!r} reads: drop it first")
+            if same_plan(o, o.sql):
+                continue
+            # `SELECT *`: the view keeps the columns it had (RisingWave's behaviour), its stars written out
+            expanded = with_stars_expanded(o.sql, lambda r: [c.name for c in cat.get(r).visible_columns])
+            if expanded is not None and same_plan(o, expanded):
+                rewritten[o.name] = expanded
+                continue
+            raise unsupported(f'{what} on {altered.name!r}: the columns of "{o.name}", which reads it, would '
+                              "change: name the columns in its definition")
+        return rewritten
 
     def new_folder(self, catalog: catalogs.Catalog, name: str) -> str:
         """The folder of a new object `name` (CatalogObject.folder): its own name's (""), unless
