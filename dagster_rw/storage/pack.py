@@ -2,10 +2,12 @@
 
 A FLUSH that advances many objects by a few rows writes many small files (a state file per
 operator, a change file per object). On S3 each would be a PUT of its own, on a local folder an
-fsync of its own; instead they are written to this process's cache (on a local folder, the
-warehouse folder itself), named as usual and without an fsync, and uploaded together as one
-object, `packs/<id>.pack` (one PUT, or one fsync), just before the commit's log entry, which
-records where each file lies in it (its key -> the pack, offset and length). The pack is the
+fsync of its own; instead they are uploaded together as one object, `packs/<id>.pack` (one PUT, or
+one fsync), just before the commit's log entry, which records where each file lies in it (its key
+-> the pack, offset and length). Each also gets a copy in this process's cache, named as usual and
+never fsynced: on S3 at once; on a local folder, where the cache is the warehouse folder itself,
+only when something reads the file from disk or the connection closes (`ensure_copy`), since this
+process's steps read the rows decoded and most small files are merged away first. The pack is the
 durable copy: a file's own copy that a crash of the machine lost or cut short is written again
 from it when read (`restore`). Readers in other processes find a file they lack through the log:
 on S3 the whole pack is fetched once and every file in it lands in their cache. Spark tasks read
