@@ -16,8 +16,9 @@ import pyarrow as pa
 from .. import types as sqltypes
 from ..errors import IntegrityError, OperationalError, ProgrammingError, unsupported
 from ..sql.planner import Planner
-from ..sql.alter_columns import with_column_added, with_column_dropped, with_stars_expanded
+from ..sql.alter_columns import with_column_added, with_column_dropped
 from ..sql.renames import renamed_definition, renamed_references
+from ..sql.star_expansion import with_stars_expanded
 from ..sql.statements import view_emits_on_window_close, view_query
 from ..storage import catalog as catalogs
 from ..storage import manifest as manifests
