@@ -21,11 +21,23 @@ from .errors import DataError
 def normalize(text: str, where: str = "") -> str:
     """The canonical text of one JSON document, or a DataError naming `where` and the cause."""
     try:
-        value = json.loads(text, parse_float=decimal.Decimal, parse_int=decimal.Decimal,
-                           object_pairs_hook=_object, parse_constant=_no_constant)
+        value = parse(text)
     except (ValueError, TypeError) as e:
         shown = text if len(text) <= 60 else text[:57] + "..."
         raise DataError(f"invalid input syntax for type json{where}: {shown!r} ({e})") from None
+    return text_of(value, where)
+
+
+def parse(text: str | bytes):
+    """A JSON document as Python values: numbers as Decimal (their digits kept), objects as dicts
+    whose keys are sorted as jsonb sorts them (the last value given for a key wins)."""
+    return json.loads(text, parse_float=decimal.Decimal, parse_int=decimal.Decimal,
+                      object_pairs_hook=_object, parse_constant=_no_constant)
+
+
+def text_of(value, where: str = "") -> str:
+    """The canonical text of a value parse() gave (or of any Python value made of dicts, lists,
+    strings, Decimals, ints, floats, booleans and None), or a DataError naming `where`."""
     try:
         return _text(value)
     except _Nul:
@@ -70,11 +82,16 @@ def _text(value) -> str:
         return "false"
     if isinstance(value, decimal.Decimal):
         return _number(value)
+    if isinstance(value, (int, float)):
+        return _number(decimal.Decimal(str(value)))
     if isinstance(value, str):
         return _string(value)
     if isinstance(value, list):
         return "[" + ", ".join(_text(v) for v in value) + "]"
-    return "{" + ", ".join(f"{_string(k)}: {_text(v)}" for k, v in value.items()) + "}"
+    if not isinstance(value, dict):
+        return _string(str(value))  # a date or time read from a typed file: its text, as a JSON string
+    items = sorted(value.items(), key=lambda kv: (len(kv[0].encode()), kv[0].encode()))
+    return "{" + ", ".join(f"{_string(k)}: {_text(v)}" for k, v in items) + "}"
 
 
 def _number(d: decimal.Decimal) -> str:

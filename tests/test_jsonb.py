@@ -240,15 +240,6 @@ def test_what_views_do_not_compute_yet_is_refused_by_name(tmp_path, query, refus
     assert "v" not in [r[0] for r in conn.execute("SHOW MATERIALIZED VIEWS").fetchall()]
 
 
-def test_a_source_refuses_jsonb_columns(tmp_path):
-    conn = dagster_rw.connect(str(tmp_path / "wh"))
-    (tmp_path / "in").mkdir()
-    with pytest.raises(dagster_rw.ProgrammingError, match="column 'j' of type jsonb"):
-        conn.execute(f"CREATE SOURCE s (id INT, j JSONB) WITH (connector = 'posix_fs', match_pattern = '*.json', "
-                     f"posix_fs.root = '{tmp_path / 'in'}') FORMAT PLAIN ENCODE JSON")
-
-
-
 # -- building jsonb: compared with PostgreSQL on random rows, inserted and deleted ----------------------
 
 BUILT = {

@@ -1,6 +1,6 @@
 """STRUCT columns: a table's struct columns, ROW(...) values, field access `(s).a` at any depth,
 structs built in views, and aggregates grouped by a struct's fields; against DuckDB on random
-workloads and on both paths; what is refused by name (a struct as a key, in a source)."""
+workloads and on both paths; what is refused by name (a struct as a key). Structs in sources: test_source_nested."""
 from __future__ import annotations
 
 import pyarrow as pa
@@ -101,12 +101,3 @@ def test_a_struct_as_a_key_is_refused_by_name(tmp_path, query, refused):
     with pytest.raises(ProgrammingError, match="'v'") as e:
         conn.execute(f"CREATE MATERIALIZED VIEW v AS {query}")
     assert refused in str(e.value)
-
-
-def test_a_source_refuses_struct_columns(tmp_path):
-    conn = dagster_rw.connect(str(tmp_path / "wh"), engine="duckdb")
-    folder = tmp_path / "in"
-    folder.mkdir()
-    with pytest.raises(ProgrammingError, match="column 'p' of type struct<a integer>"):
-        conn.execute(f"CREATE SOURCE src (id INT, p STRUCT<a INT>) WITH (connector = 'posix_fs', "
-                     f"match_pattern = '*.json', posix_fs.root = '{folder}') FORMAT PLAIN ENCODE JSON")

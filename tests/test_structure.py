@@ -127,7 +127,7 @@ ALLOWED = {
     "runtime": {"after_fork", "engine", "errors", "operators", "sources", "sql", "storage", "types"},
     "engine.spark": {"engine", "errors", "storage"},
     "operators": {"engine", "errors", "sql", "storage", "types"},
-    "sources": {"engine", "errors", "storage", "types"},
+    "sources": {"engine", "errors", "jsonb", "storage", "types"},
     "sql": {"engine", "errors", "jsonb", "storage", "types"},
     "storage": {"after_fork", "engine", "errors"},
     "engine": {"errors", "jsonb", "types"},

@@ -25,8 +25,10 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.json as pajson
 
+from .. import jsonb
 from .. import types as sqltypes
 from ..engine.duck import DuckEngine, quote
+from ..errors import DataError
 from ..storage.catalog import Column
 
 ENCODINGS = ("json", "csv")
@@ -51,20 +53,38 @@ class Decoded:
 
 
 def json_wire_type(type_name: str) -> pa.DataType:
+    """The Arrow type pyarrow's JSON reader reads a field of the declared type as: a JSON array
+    for an array, a JSON object for a struct (its fields by name, the others ignored)."""
+    if type_name.endswith("[]"):
+        return pa.list_(json_wire_type(type_name[:-2]))
+    if sqltypes.is_struct(type_name):
+        return pa.struct([pa.field(n, json_wire_type(t)) for n, t in sqltypes.struct_fields(type_name)])
     if type_name.startswith("numeric"):
         return pa.float64()
     return _JSON_WIRE.get(type_name, pa.string())
 
 
+def _parts(type_name: str):
+    """The type and every type nested in it (array elements, struct fields), outermost first."""
+    yield type_name
+    if type_name.endswith("[]"):
+        yield from _parts(type_name[:-2])
+    elif sqltypes.is_struct(type_name):
+        for _, t in sqltypes.struct_fields(type_name):
+            yield from _parts(t)
+
+
 def check_supported(columns: list[Column], encode: str) -> str | None:
     """The first column whose type the encoding cannot carry, as a message; None when all can."""
     for c in columns:
-        if c.type in ("interval", "time") and encode == "json":
-            return f"column {c.name!r} of type {c.type} in ENCODE JSON"
-        if c.type == "jsonb" or c.type.startswith("jsonb["):
-            return f"column {c.name!r} of type jsonb (a source's fields are decoded as scalars and arrays)"
-        if "struct<" in c.type:
-            return f"column {c.name!r} of type {c.type} (a source's fields are decoded as scalars and arrays)"
+        parts = list(_parts(c.type))
+        for t in parts:
+            if t in ("interval", "time") and encode == "json":
+                return f"column {c.name!r} of type {c.type} in ENCODE JSON"
+        if "jsonb" in parts[1:]:
+            return f"column {c.name!r} of type {c.type} (a source's jsonb values are whole fields, not array elements or struct fields)"
+        if encode == "csv" and sqltypes.is_struct(c.type):
+            return f"column {c.name!r} of type {c.type} in ENCODE CSV (structs are read from JSON objects or Parquet)"
     return None
 
 
@@ -86,10 +106,15 @@ class RecordDecoder:
         self.encode = encode
         self.delimiter = delimiter
         self.engine = engine or DuckEngine(threads=1)
+        # a jsonb field of a JSON record is any JSON value: it is taken from the record's text by
+        # Python's parser (see _jsonb_members), not by pyarrow's, which reads values of one shape
+        self.jsonb = [c.name for c in columns if c.type == "jsonb"] if encode == "json" else []
+        read_by_arrow = [c for c in columns if c.name not in self.jsonb]
         if encode == "json":
-            self.wire = pa.schema([pa.field(c.name, json_wire_type(c.type)) for c in columns])
+            self.wire = pa.schema([pa.field(c.name, json_wire_type(c.type)) for c in read_by_arrow] or _NO_FIELDS)
         else:
             self.wire = pa.schema([pa.field(c.name, pa.string()) for c in columns])
+        self.wire_columns = read_by_arrow
         self.target = pa.schema([pa.field(c.name, sqltypes.arrow_type(c.type)) for c in columns])
 
     # -- parsing -------------------------------------------------------------------------------
@@ -147,7 +172,7 @@ class RecordDecoder:
         except _PARSE_ERRORS:
             return None
         columns, causes = [], []
-        for c, w in zip(self.columns, self.wire):
+        for c, w in zip(self.wire_columns, self.wire):
             try:
                 columns.append(self._parse([value], pa.schema([w])).column(0))
             except _PARSE_ERRORS:
@@ -199,7 +224,7 @@ class RecordDecoder:
         if wire is None or wire.num_rows == 0:
             errors.sort()
             return Decoded(self.target.empty_table(), [], errors)
-        rows, bad = self._cast(wire)
+        rows, bad = self._cast(wire, lambda: [values[i] for i in idx])
         errors.extend((idx[pos], cause) for pos, cause in bad)
         errors.sort()
         return Decoded(rows, idx, errors)
@@ -228,17 +253,19 @@ class RecordDecoder:
             if pc.any(null_document).as_py():  # see _without_null_documents
                 values = pc.if_else(null_document, pa.scalar(b"{}", values.type), values)
         wire = None
+        kept = None  # positions in `values` of the records parsed (None: all)
         if len(idx):
             parsed, bad, nulled = self._bisect_array(values, 0, len(idx))
             errors.extend((int(idx[i]), cause) for i, cause in bad + nulled)
             if parsed:
                 wire = pa.concat_tables([t for _, _, t in parsed]) if len(parsed) > 1 else parsed[0][2]
                 if len(parsed) > 1 or parsed[0][1] - parsed[0][0] != len(idx):
-                    idx = idx[np.concatenate([np.arange(lo, hi) for lo, hi, _ in parsed])]
+                    kept = np.concatenate([np.arange(lo, hi) for lo, hi, _ in parsed])
+                    idx = idx[kept]
         if wire is None or wire.num_rows == 0:
             errors.sort()
             return Decoded(self.target.empty_table(), np.zeros(0, np.int64), errors)
-        rows, bad = self._cast(wire)
+        rows, bad = self._cast(wire, lambda: (values if kept is None else values.take(kept)).to_pylist())
         errors.extend((int(idx[pos]), cause) for pos, cause in bad)
         errors.sort()
         return Decoded(rows, idx, errors)
@@ -276,27 +303,38 @@ class RecordDecoder:
         return joined
 
     # -- typing --------------------------------------------------------------------------------
-    def _cast(self, wire: pa.Table) -> tuple[pa.Table, list[tuple[int, str]]]:
+    def _cast(self, wire: pa.Table, documents=None) -> tuple[pa.Table, list[tuple[int, str]]]:
         """The declared types, with NULL for every value that does not fit its column, and (row,
         cause) for each such value.
         Columns whose values Arrow's kernels cast exactly as DuckDB would are cast there; only
-        the others (and any column holding a value Arrow refuses) go through DuckDB's pass."""
+        the others (and any column holding a value Arrow refuses) go through DuckDB's pass.
+        `documents()`: the records' texts, one per row of `wire`, read for their jsonb fields."""
         done: dict[str, pa.ChunkedArray] = {}
+        bad: list[tuple[int, str]] = []
+        if self.jsonb:
+            members, bad = _jsonb_members(documents(), self.jsonb)
+            done.update(members)
         rest = []
-        for c, w in zip(self.columns, wire.schema):
+        for c in self.columns:
+            if c.name in done:
+                continue
             target = self.target.field(c.name).type
             col = wire.column(c.name)
-            cast = col if w.type == target else _arrow_cast(col, c.type, target)
+            if c.type == "jsonb":  # text: a CSV field, a Parquet column
+                done[c.name], problems = _jsonb_texts(col, c.name)
+                bad.extend(problems)
+                continue
+            cast = col if col.type == target else _arrow_cast(col, c.type, target)
             if cast is None:
-                rest.append((c, w))
+                rest.append((c, col.type))
             else:
                 done[c.name] = cast
         if not rest:
-            return pa.table([done[c.name] for c in self.columns], schema=self.target), []
+            return pa.table([done[c.name] for c in self.columns], schema=self.target), sorted(bad)
         select = []
         for i, (c, w) in enumerate(rest):
             src = f"w.{quote(c.name)}"
-            if pa.types.is_string(w.type) and c.type != "varchar":
+            if pa.types.is_string(w) and c.type != "varchar":
                 src = f"NULLIF({src}, '')"  # an empty CSV field is NULL, not a bad value
             cast = f"TRY_CAST({src} AS {sqltypes.duckdb_type(c.type)})"
             select.append(f"{cast} AS {quote(c.name)}")
@@ -306,14 +344,16 @@ class RecordDecoder:
         narrow = wire.select([c.name for c, _ in rest]).append_column("rw_pos", pa.array(np.arange(wire.num_rows,
                                                                                                   dtype=np.int64)))
         out = self.engine.sql(f"SELECT {', '.join(select)}, rw_pos FROM w ORDER BY rw_pos", w=narrow)
-        bad = []
-        for i in range(len(rest)):
+        for i, (c, _) in enumerate(rest):
             problems = out.column(f"rw_problem_{i}")
             if problems.null_count != out.num_rows:
                 flagged = pc.is_valid(problems)
                 bad.extend(zip(out.column("rw_pos").filter(flagged).to_pylist(), problems.filter(flagged).to_pylist()))
+            if _nested(c.type):
+                done[c.name], lost = _whole_or_null(wire.column(c.name), out.column(c.name), c)
+                bad.extend(lost)
         cols = [done[c.name] if c.name in done else out.column(c.name) for c in self.columns]
-        return pa.table(cols, names=[c.name for c in self.columns]).cast(self.target), bad
+        return pa.table(cols, names=[c.name for c in self.columns]).cast(self.target), sorted(bad)
 
     # -- whole files ---------------------------------------------------------------------------
     def decode_lines(self, data: bytes) -> tuple[Decoded, np.ndarray]:
@@ -337,7 +377,7 @@ class RecordDecoder:
         except _PARSE_ERRORS:
             wire = None
         if wire is not None and wire.num_rows == len(starts):
-            rows, bad = self._cast(wire)
+            rows, bad = self._cast(wire, lambda: [data[s:e] for s, e in zip(starts.tolist(), ends.tolist())])
             return Decoded(rows, list(range(len(starts))), sorted(bad)), starts
         return self.decode([data[s:e] for s, e in zip(starts.tolist(), ends.tolist())]), starts
 
@@ -358,6 +398,90 @@ class RecordDecoder:
             return Decoded(self.target.empty_table(), [])
         rows, bad = self._cast(wire)
         return Decoded(rows, list(range(wire.num_rows)), sorted(bad))
+
+
+def _jsonb_members(documents: list, names: list[str]) -> tuple[dict[str, pa.ChunkedArray], list[tuple[int, str]]]:
+    """The jsonb fields `names` of JSON records (one parse of each record by Python's parser), in
+    jsonb's canonical text; a field that is absent or JSON null is NULL, as in RisingWave. A value
+    jsonb cannot hold (a string with U+0000) is NULL and an error (row, cause)."""
+    out: dict[str, list] = {n: [] for n in names}
+    bad: list[tuple[int, str]] = []
+    for row, doc in enumerate(documents):
+        try:
+            value = jsonb.parse(doc)
+        except (ValueError, TypeError, RecursionError) as e:
+            value = None
+            bad.extend((row, f'column "{n}": cannot read its value as jsonb ({e})') for n in names)
+        for n in names:
+            member = value.get(n) if isinstance(value, dict) else None
+            if member is None:
+                out[n].append(None)
+                continue
+            try:
+                out[n].append(jsonb.text_of(member))
+            except DataError as e:
+                out[n].append(None)
+                bad.append((row, f'column "{n}": cannot read {_shown(member)} as jsonb: {str(e).split(": ", 1)[-1]}'))
+    return {n: pa.chunked_array([pa.array(v, pa.string())]) for n, v in out.items()}, bad
+
+
+def _jsonb_texts(col: pa.ChunkedArray, name: str) -> tuple[pa.ChunkedArray, list[tuple[int, str]]]:
+    """A jsonb column read as text (a CSV field) or typed (a Parquet column), in canonical text:
+    text is parsed as JSON, a typed value written as JSON; what does not read is NULL and an error."""
+    out, bad = [], []
+    text = pa.types.is_string(col.type) or pa.types.is_large_string(col.type)
+    for row, v in enumerate(col.to_pylist()):
+        if v is None or (text and v == ""):  # an empty CSV field is NULL
+            out.append(None)
+            continue
+        try:
+            out.append(jsonb.normalize(v) if text else jsonb.text_of(v))
+        except DataError:
+            out.append(None)
+            bad.append((row, f'column "{name}": cannot read {v if text else _shown(v)} as jsonb'))
+    return pa.chunked_array([pa.array(out, pa.string())]), bad
+
+
+def _shown(value) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return "its value"
+
+
+def _nested(type_name: str) -> bool:
+    return type_name.endswith("[]") or sqltypes.is_struct(type_name)
+
+
+def _whole_or_null(wire: pa.ChunkedArray, cast: pa.ChunkedArray, c: Column):
+    """A nested value (array, struct) that DuckDB's TRY_CAST read only in part (an element or a
+    field did not fit its type and came out NULL) is NULL whole, and an error, as RisingWave
+    rejects a nested value with a bad part. Returns the column and (row, cause) of each such value."""
+    wire, cast = _one(wire), _one(cast)
+    lost = cast.is_valid().to_numpy(zero_copy_only=False) & (_valid_leaves(cast) < _valid_leaves(wire))
+    if not lost.any():
+        return pa.chunked_array([cast]), []
+    rows = np.flatnonzero(lost).tolist()
+    causes = [(r, f'column "{c.name}": cannot read {_shown(wire[r].as_py())} as {c.type}') for r in rows]
+    return pa.chunked_array([pc.if_else(pa.array(lost), pa.scalar(None, cast.type), cast)]), causes
+
+
+def _one(col) -> pa.Array:
+    return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+
+
+def _valid_leaves(arr: pa.Array) -> np.ndarray:
+    """Per value, how many scalars inside it (array elements, struct fields, at any depth) are not NULL."""
+    valid = arr.is_valid().to_numpy(zero_copy_only=False)
+    if pa.types.is_struct(arr.type):
+        total = np.zeros(len(arr), np.int64)
+        for child in arr.flatten():
+            total += _valid_leaves(child)
+        return total * valid
+    if pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type):
+        parents = pc.list_parent_indices(arr).to_numpy(zero_copy_only=False)
+        return np.bincount(parents, weights=_valid_leaves(arr.flatten()), minlength=len(arr)).astype(np.int64)
+    return valid.astype(np.int64)
 
 
 _NO_FIELDS = pa.schema([pa.field("\x00", pa.null())])  # a name no field has: a document parsed, nothing read
