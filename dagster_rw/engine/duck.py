@@ -80,7 +80,7 @@ class DuckEngine(Engine):
 
     def _functions(self, query: str) -> None:
         """Give the connection the Python functions (engine/udfs.py) when `query` calls one."""
-        if self._with_functions is not self.con and (udfs.PREFIX in query or udfs.PREFIX.upper() in query):
+        if self._with_functions is not self.con and any(p in query or p.upper() in query for p in udfs.PREFIXES):
             udfs.register_duckdb(self.con)
             self._with_functions = self.con
 

@@ -42,10 +42,16 @@ def to_spark_sql(query: str) -> str:
 def spark_ready(tree: sqlglot.exp.Expression) -> sqlglot.exp.Expression:
     """A query of the DuckDB dialect with what Spark spells otherwise than sqlglot writes it
     changed: jsonb is stored as its canonical text, so a cast to JSON is the text itself (sqlglot
-    writes Spark's TO_JSON for it, which would quote the text as a JSON string)."""
+    writes Spark's TO_JSON for it, which would quote the text as a JSON string); EXTRACT(EPOCH FROM
+    ts), which Spark does not have, is the seconds of unix_micros(ts)."""
     if any(c.to.is_type("json", "jsonb") for c in tree.find_all(sqlglot.exp.Cast)):
         tree = tree.transform(
             lambda n: n.this if isinstance(n, sqlglot.exp.Cast) and n.to.is_type("json", "jsonb") else n)
+    if any(e.name.lower() == "epoch" for e in tree.find_all(sqlglot.exp.Extract)):
+        tree = tree.transform(lambda n: sqlglot.exp.Div(
+            this=sqlglot.exp.Anonymous(this="unix_micros", expressions=[
+                sqlglot.exp.cast(n.expression, "TIMESTAMP")]), expression=sqlglot.exp.Literal.number("1000000.0"))
+            if isinstance(n, sqlglot.exp.Extract) and n.name.lower() == "epoch" else n)
     return tree
 
 

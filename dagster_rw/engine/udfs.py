@@ -1,11 +1,20 @@
-"""The Python functions both engines call by name, for what neither has as PostgreSQL means it:
-jsonb's operators over stored texts (dagster_rw.jsonb). The planner writes calls of them
-(`rw_jsonb_get(j, '"a"')`); DuckDB has them as Python functions of its connection, registered when
+"""The Python functions both engines call by name, for what neither has as PostgreSQL or RisingWave
+means it: jsonb's operators over stored texts (dagster_rw.jsonb), and GAP_FILL's float steps. The
+planner writes calls of them (`rw_jsonb_get(j, '"a"')`); DuckDB has them as Python functions of its connection, registered when
 a query first names one, and Spark as Python UDFs of the session, whose tasks import dagster_rw
 from the package the engine ships."""
 from __future__ import annotations
 
 from .. import jsonb
+
+
+def float_steps(start: float, step: float, k: int) -> float:
+    """`start` with `step` added k times, one rounding per addition, as RisingWave's GAP_FILL
+    interpolates floats (start + k * step can differ in the last digit)."""
+    for _ in range(k):
+        start += step
+    return start
+
 
 # name -> (the function, its arguments' DuckDB types, its result's DuckDB type, its Spark type)
 FUNCTIONS = {
@@ -27,8 +36,9 @@ FUNCTIONS = {
     "rw_jsonb_array_length": (jsonb.array_length, ["VARCHAR"], "INTEGER", "int"),
     "rw_jsonb_object_keys": (jsonb.object_keys, ["VARCHAR"], "VARCHAR[]", "array<string>"),
     "rw_jsonb_strip_nulls": (jsonb.strip_nulls, ["VARCHAR"], "JSON", "string"),
+    "rw_float_steps": (float_steps, ["DOUBLE", "DOUBLE", "BIGINT"], "DOUBLE", "double"),
 }
-PREFIX = "rw_jsonb_"  # every name above begins so: a query without it needs none of them
+PREFIXES = ("rw_jsonb_", "rw_float_")  # every name above begins so: a query without them needs none
 
 
 def register_duckdb(con) -> None:
@@ -46,7 +56,9 @@ def register_spark(session) -> None:
 
 def _null_in_null_out(fn, arity: int):
     """`fn`, NULL when an argument is NULL, taking exactly `arity` arguments (DuckDB counts a Python
-    function's parameters; every function here takes one or two)."""
+    function's parameters; every function here takes one, two or three)."""
     if arity == 1:
         return lambda a: None if a is None else fn(a)
+    if arity == 3:
+        return lambda a, b, c: None if a is None or b is None or c is None else fn(a, b, c)
     return lambda a, b: None if a is None or b is None else fn(a, b)

@@ -134,12 +134,14 @@ _TABLES = """
     generate_series(timestamp, timestamp, interval) generate_series(timestamptz, timestamptz, interval)
     tumble(relation, timestamp, interval) tumble(relation, timestamp, interval, interval)
     hop(relation, timestamp, interval, interval) hop(relation, timestamp, interval, interval, interval)
+    gap_fill(relation, timestamp, interval, ...)
 """
 # SQL's special forms written like calls: their arguments are clauses (CAST(x AS int), EXTRACT(year
 # FROM ts), TRIM(BOTH 'x' FROM s), POSITION('a' IN s), ARRAY(SELECT ...)), not counted (SUBSTRING(s
 # FROM 1 FOR 2) counts as substring(s, 1, 2))
 _SYNTAX = """
     cast(any) extract(any) position(any) trim(any) overlay(any) array(any)
+    locf(column) interpolate(column) keepnull(column)
 """
 _NOTES = {
     "regexp_match": "only as regexp_match(s, pattern)[n]: the n-th group of the first match",
@@ -148,6 +150,11 @@ _NOTES = {
     "unnest": "also in a view's select list",
     "tumble": "TUMBLE(relation, time column, size[, offset]): a time window in FROM",
     "hop": "HOP(relation, time column, slide, size[, offset]): a time window in FROM",
+    "gap_fill": "GAP_FILL(relation, time column, interval[, LOCF(c) | INTERPOLATE(c) | KEEPNULL(c) ...]) in FROM: "
+                "the rows and a filled row every interval between two consecutive rows",
+    "locf": "in GAP_FILL: carry the earlier row's value forward (the default)",
+    "interpolate": "in GAP_FILL: step linearly from the earlier row's value to the later row's",
+    "keepnull": "in GAP_FILL: NULL in filled rows",
     "proctime": "in FOR SYSTEM_TIME AS OF PROCTIME() of a temporal join",
     "first_value": "as an aggregate, with ORDER BY inside the call",
     "last_value": "as an aggregate, with ORDER BY inside the call",

@@ -25,6 +25,7 @@ from .aggregates import Aggregates
 from .bit_aggregates import BitAggregates
 from .binding import Binding
 from .from_items import FromItems
+from .gap_fill import GapFill
 from .joins import Joins
 from .laterals import Laterals
 from .order_limit import OrderLimit
@@ -37,7 +38,7 @@ from .window_close import WindowClose
 from .window_functions import WindowFunctions
 
 
-class Planner(Queries, FromItems, Joins, TimeWindows, Subqueries, Laterals, Aggregates, BitAggregates,
+class Planner(Queries, FromItems, GapFill, Joins, TimeWindows, Subqueries, Laterals, Aggregates, BitAggregates,
               WindowFunctions, OrderLimit, SetReturning, WindowClose, TemporalFilters, Binding):
     """Plans one query against a catalog. `resolve_object(name)` returns a CatalogObject or None."""
 

@@ -169,10 +169,13 @@ class FromItems:
                 return self.plan_time_window(item, group)
             if isinstance(item.this, exp.GenerateSeries):
                 return self.plan_series_relation(item)
+            if isinstance(item.this, exp.GapFill) or (isinstance(item.this, exp.Anonymous)
+                                                      and item.this.name.lower() == "gap_fill"):
+                return self.plan_gap_fill(item)
             if isinstance(item.this, (exp.Anonymous, exp.Func)):
                 fn = item.this.name if isinstance(item.this, exp.Anonymous) else item.this.sql_name()
-                raise self.refuse(f"the table function {fn.lower()}() in FROM (TUMBLE, HOP and generate_series "
-                                  "are the table functions a view can read)", item)
+                raise self.refuse(f"the table function {fn.lower()}() in FROM (TUMBLE, HOP, GAP_FILL and "
+                                  "generate_series are the table functions a view can read)", item)
             name = item.name
             alias = item.alias_or_name
             if name in self.ctes and not item.db:
