@@ -574,7 +574,8 @@ class Cursor:
             raise ProgrammingError("EXPLAIN supports CREATE MATERIALIZED VIEW")
         from .sql.planner import Planner
 
-        planner = Planner(self.conn.wh.catalog().get, inner.sql, inner.name, self.conn.engine)
+        cat = self.conn.wh.catalog()
+        planner = Planner(cat.get, inner.sql, inner.name, self.conn.engine, cat.indexes_of)
         plan = planner.plan(inner.query, inner.emit_on_window_close)
         lines = explainer.explain(plan, self.conn.wh.options["spark_broadcast_rows"])
         self._columns(["QUERY PLAN"], [(line,) for line in lines])

@@ -3,7 +3,8 @@
 d(output) = d(stream) looked up in the dimension as it is now. The dimension's own changes are
 not joined with the past stream, so they never retract or amend earlier output. Over an
 append-only stream the join keeps no state of its own: the dimension's committed rows, sorted by
-its primary key, are the index. Over a stream that retracts rows (a table, a view that updates)
+its primary key, are the index (or an index on it, sorted by the index key, when the join matches
+that key rather than the primary key). Over a stream that retracts rows (a table, a view that updates)
 it keeps a memo of the row it emitted for each stream row, by the stream's key: a retracted
 stream row retracts that row, whatever the dimension holds now (RisingWave's memo table).
 """
@@ -27,17 +28,23 @@ class LookupJoinOp(JoinSides, Operator):
     def memo_key(self) -> list[str]:
         return [cname(k) for k in self.node.stream_key]
 
+    def left_key(self) -> list[str]:
+        """The memo key's columns that come from the left row (all of it, unless the lookup goes
+        through an index, where the dimension's key follows): a retracted left row's rows."""
+        nl = len(self.node.left.columns)
+        return [cname(k) for k in self.node.stream_key if k < nl]
+
     def apply(self, inputs):
         (dl,) = self.shared(inputs[0])  # read by the lookup and the join (the dimension's changes: not at all)
         if not self.node.memo:
             return self.looked_up(dl)
         cols = [cname(i) for i in range(len(self.node.columns))]
-        key = self.memo_key()
+        key, left = self.memo_key(), self.left_key()
         gone = self.sql(f"SELECT * FROM d WHERE {W} < 0", shared=True, d=dl)
         memo = self.state("memo")
-        emitted = memo.lookup(self.sql(f"SELECT DISTINCT {col_list(key)} FROM g", g=gone), key)
+        emitted = memo.lookup(self.sql(f"SELECT DISTINCT {col_list(left)} FROM g", g=gone), left)
         retracted = self.sql(f"SELECT {', '.join(f'm.{quote(c)}' for c in cols)}, g.{W} AS {W} "
-                             f"FROM m JOIN g ON {null_safe_eq(key, key, 'm', 'g')}", m=emitted, g=gone)
+                             f"FROM m JOIN g ON {null_safe_eq(left, left, 'm', 'g')}", m=emitted, g=gone)
         added = self.looked_up(self.sql(f"SELECT * FROM d WHERE {W} > 0", d=dl))
         out = self.sql(consolidate_sql(cols, "o"), shared=True, o=self.sql(
             f"SELECT {col_list(cols)}, {W} FROM a UNION ALL SELECT {col_list(cols)}, {W} FROM r",
@@ -50,13 +57,14 @@ class LookupJoinOp(JoinSides, Operator):
         node = self.node
         right = node.right
         names = [c.name for c in right.columns]  # the dimension's columns, in the Scan's order
-        pk_names = [names[k] for k in right.stream_key]
-        # look up by the dimension's primary key (in its order); the ON condition then applies in full
+        by = node.lookup_key or right.stream_key
+        # look up by the dimension's primary key or an index's key (in its order); the ON condition
+        # then applies in full
         key_of = {rk: lk for lk, rk in zip(node.left_keys, node.right_keys)}
         wanted = self.sql(
-            f"SELECT DISTINCT {', '.join(f'{quote(cname(key_of[k]))} AS {quote(names[k])}' for k in right.stream_key)} "
-            f"FROM d WHERE {' AND '.join(f'{quote(cname(key_of[k]))} IS NOT NULL' for k in right.stream_key)}", d=dl)
-        found = self.ctx.lookup_committed(node.dimension, wanted, pk_names)
+            f"SELECT DISTINCT {', '.join(f'{quote(cname(key_of[k]))} AS {quote(names[k])}' for k in by)} "
+            f"FROM d WHERE {' AND '.join(f'{quote(cname(key_of[k]))} IS NOT NULL' for k in by)}", d=dl)
+        found = self.ctx.lookup_committed(node.dimension, wanted, [names[k] for k in by])
         hits = self.sql(f"SELECT {', '.join(f'{quote(n)} AS {quote(cname(i))}' for i, n in enumerate(names))} "
                         f"FROM f", f=found)
         cond = self.condition()

@@ -87,7 +87,7 @@ class CatalogAccess:
         if key not in self._plans:
             from ..sql.statements import view_emits_on_window_close, view_query
 
-            planner = Planner(self.catalog().get, obj.sql, obj.name, self.engine)
+            planner = Planner(self.catalog().get, obj.sql, obj.name, self.engine, self.catalog().indexes_of)
             query = self.inline_functions(view_query(obj.sql))
             self._plans[key] = planner.plan(query, view_emits_on_window_close(obj.sql))
         return self._plans[key]

@@ -110,7 +110,7 @@ class Definitions:
             if if_not_exists:
                 return False
             raise ProgrammingError(f'relation "{name}" already exists')
-        planner = Planner(cat.get, sql, name, self.engine)
+        planner = Planner(cat.get, sql, name, self.engine, cat.indexes_of)
         plan = planner.plan(query, emit_on_window_close)
         if kind == TABLE and not planner.append_only(plan):
             raise ProgrammingError(
@@ -291,7 +291,8 @@ class Definitions:
             if o.kind == catalogs.SINK or old is None or o.sql == old.sql or not o.inputs:
                 continue
             try:
-                planner = Planner(objects.get, o.sql, o.name, self.engine)
+                planner = Planner(objects.get, o.sql, o.name, self.engine,
+                                  lambda n: catalogs.indexes_among(objects.values(), n))
                 plan = planner.plan(self.inline_functions(view_query(o.sql)), view_emits_on_window_close(o.sql))
                 columns = [(None if c.hidden else c.name, c.type, c.hidden) for c in plan.columns]
                 same = columns == [(None if c.hidden else c.name, c.type, c.hidden) for c in o.columns] and \
@@ -398,7 +399,8 @@ class Definitions:
 
         def same_plan(o: CatalogObject, sql: str) -> bool:
             try:
-                planner = Planner(objects.get, sql, o.name, self.engine)
+                planner = Planner(objects.get, sql, o.name, self.engine,
+                                  lambda n: catalogs.indexes_among(objects.values(), n))
                 plan = planner.plan(self.inline_functions(view_query(sql)), view_emits_on_window_close(sql))
             except ProgrammingError as e:
                 raise ProgrammingError(f'{what}: "{o.name}" reads {altered.name!r}, and its definition does not '

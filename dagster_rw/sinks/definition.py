@@ -46,7 +46,7 @@ def create_sink(wh: SinkWarehouse, s) -> bool:
         if input_name in cat.objects:
             raise ProgrammingError(f'sink {s.name!r}: relation "{input_name}" already exists')
         view_sql = f"CREATE MATERIALIZED VIEW {input_name} AS {s.query_sql}"
-        plan = Planner(cat.get, view_sql, input_name, wh.engine).plan(s.query)
+        plan = Planner(cat.get, view_sql, input_name, wh.engine, cat.indexes_of).plan(s.query)
         columns = [c.name for c in plan.columns if not c.hidden]
         append_only = is_append_only(plan, cat.get, wh.plan)
         upstream = sorted({n.source for n in plan.walk() if hasattr(n, "source") and n.source})

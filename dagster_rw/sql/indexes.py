@@ -11,6 +11,7 @@ order is ascending by the key, and a step's work is split by the engine, not by 
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from sqlglot import exp
@@ -49,6 +50,16 @@ class CreateIndex(Statement):
                 "index_include": self.include, "index_distributed_by": self.distributed_by}
 
 
+def _column_token(toks, at: int) -> bool:
+    """Whether toks[at] names a column: an identifier, or a word the tokenizer reads as a keyword
+    (`name`, `date`, `type`: column names in PostgreSQL) followed by what ends a column's entry."""
+    tok = toks[at]
+    if tok.token_type in (TokenType.IDENTIFIER, TokenType.VAR):
+        return True
+    follows = toks[at + 1].text.upper() if at + 1 < len(toks) else ""
+    return bool(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_$]*", tok.text)) and follows in (",", ")", "ASC", "DESC", "NULLS")
+
+
 def _name(tok) -> str:
     return tok.text if tok.token_type == TokenType.IDENTIFIER else tok.text.lower()
 
@@ -78,7 +89,7 @@ def parse_create_index(sql: str) -> CreateIndex:
             raise syntax
         out, at = [], at + 1
         while True:
-            if at >= len(toks) or toks[at].token_type not in (TokenType.IDENTIFIER, TokenType.VAR):
+            if at >= len(toks) or not _column_token(toks, at):
                 raise unsupported(f"an expression as a column of index {name!r} (name columns of {on!r})", sql)
             col, desc = _name(toks[at]), False
             at += 1

@@ -155,13 +155,18 @@ class AsofJoin(Join):
 class LookupJoin(Join):
     """A temporal join, `JOIN dim FOR SYSTEM_TIME AS OF PROCTIME()`: each row of the left stream is
     joined with the dimension's committed state when the row is processed; later changes to the
-    dimension never retract earlier output. `right` is the dimension's Scan, and the join keys
-    cover its primary key, so a left row meets at most one dimension row. `kind` is inner or left.
+    dimension never retract earlier output. `right` is the dimension's Scan. `dimension` is the
+    object looked up: the dimension itself, when the join keys cover its primary key (a left row
+    meets at most one dimension row), or an index on it holding every column of it, when they cover
+    the index's key (a left row may meet several; the stream key then adds the dimension's key).
+    `lookup_key`: the positions in `right` of the columns looked up by (the primary key's or the
+    index key's, in order). `kind` is inner or left.
     `memo`: the left side may retract rows (it is not append-only), so the join keeps what it
     emitted for each left row, and a retracted left row retracts exactly that."""
 
     dimension: str = ""
     memo: bool = False
+    lookup_key: list = field(default_factory=list)
 
 
 @dataclass(eq=False)

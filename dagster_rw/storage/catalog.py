@@ -72,6 +72,10 @@ class Catalog:
     def get(self, name: str) -> CatalogObject | None:
         return self.objects.get(name)
 
+    def indexes_of(self, name: str) -> list[CatalogObject]:
+        """The indexes on object `name` (CREATE INDEX), in creation order."""
+        return indexes_among(self.objects.values(), name)
+
     def consumers(self, name: str) -> list[CatalogObject]:
         return [o for o in self.objects.values() if name in o.inputs]
 
@@ -184,3 +188,8 @@ def commit(store: ObjectStore, catalog: Catalog, what: str, dropped: list[str] =
 
     log_of(store).append(build, what)
     return nxt
+
+
+def indexes_among(objects, name: str) -> list[CatalogObject]:
+    """The objects among `objects` that are indexes on `name`, in their order."""
+    return [o for o in objects if (o.options or {}).get("index_of") == name]

@@ -42,8 +42,10 @@ class Planner(Queries, FromItems, GapFill, Joins, TimeWindows, Subqueries, Later
               WindowFunctions, OrderLimit, SetReturning, WindowClose, TemporalFilters, Binding):
     """Plans one query against a catalog. `resolve_object(name)` returns a CatalogObject or None."""
 
-    def __init__(self, resolve_object, sql: str, obj_name: str | None = None, engine: DuckEngine | None = None):
+    def __init__(self, resolve_object, sql: str, obj_name: str | None = None, engine: DuckEngine | None = None,
+                 indexes=None):
         self.resolve_object = resolve_object
+        self.indexes = indexes or (lambda name: [])  # name -> the indexes on that object (temporal joins)
         self.sql = sql
         self.obj = obj_name
         self.engine = engine or DuckEngine(threads=1)

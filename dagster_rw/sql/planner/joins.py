@@ -6,6 +6,7 @@ from sqlglot import exp
 
 from ... import types as sqltypes
 from ...errors import ProgrammingError
+from ..indexes import INDEX_OF
 from ..plan import (
     AsofJoin,
     Col,
@@ -161,19 +162,42 @@ class Joins:
         node, scope = self.join_explicit(left, (rnode, rscope), j, side)
         if not isinstance(node, Join) or node.right is not rnode:
             raise self.refuse("a temporal join condition on expressions of the dimension (use its columns)", j)
-        dim_key = set(rnode.stream_key)
-        if not dim_key or not dim_key <= set(node.right_keys):
-            pk = ", ".join(dim.pk) or "it has none"
-            raise self.refuse(f"a temporal join whose ON does not cover the primary key of {rnode.source!r} "
-                              f"({pk})", j)
         nl = len(node.left.columns)
-        lookup = LookupJoin(columns=node.columns, stream_key=list(node.left.stream_key), left=node.left,
+        dimension, lookup_key = rnode.source, list(rnode.stream_key)
+        stream_key = list(node.left.stream_key) or list(range(nl))
+        if not lookup_key or not set(lookup_key) <= set(node.right_keys):
+            index = self.lookup_index(dim, rnode, node.right_keys)
+            if index is None:
+                pk = ", ".join(dim.pk) or "it has none"
+                raise self.refuse(f"a temporal join whose ON covers neither the primary key of {rnode.source!r} "
+                                  f"({pk}) nor the key of an index on it holding all its columns (CREATE INDEX "
+                                  f"... ON {rnode.source} (the columns the ON condition matches))", j)
+            dimension, lookup_key = index
+            if dimension not in self.inputs:  # read at its committed epoch: advanced before this view
+                self.inputs.append(dimension)
+            # a left row may meet several rows: each output row is also keyed by the dimension's key
+            stream_key += [nl + k for k in rnode.stream_key]
+        lookup = LookupJoin(columns=node.columns, stream_key=stream_key, left=node.left,
                             right=node.right, kind=node.kind, left_keys=node.left_keys,
-                            right_keys=node.right_keys, residual=node.residual, dimension=rnode.source,
-                            memo=not self.append_only(lnode))
-        if not lookup.stream_key:
-            lookup.stream_key = list(range(nl))
+                            right_keys=node.right_keys, residual=node.residual, dimension=dimension,
+                            memo=not self.append_only(lnode), lookup_key=lookup_key)
         return lookup, scope
+
+    def lookup_index(self, dim, rnode: Scan, right_keys: list[int]) -> tuple[str, list[int]] | None:
+        """The index a temporal join looks `dim` up in when its ON does not cover dim's primary key:
+        the first index (in creation order, so that planning again picks the same one) whose key
+        columns the ON's equalities all cover and that holds every column of dim (no INCLUDE, or
+        one naming them all); or `dim` itself when it is such an index. Returns (the index's name,
+        the positions of its key columns in `rnode`), or None."""
+        names = [c.name for c in rnode.columns]
+        covered = {names[k] for k in right_keys}
+        candidates = [dim] if (dim.options or {}).get(INDEX_OF) else self.indexes(dim.name)
+        for index in candidates:
+            key = index.options.get("index_key") or []
+            holds = {c.name for c in index.columns}
+            if key and set(key) <= covered and set(names) <= holds:
+                return index.name, [names.index(k) for k in key]
+        return None
 
     def append_only(self, node: Node) -> bool:
         """Whether a plan only ever inserts: scans of append-only objects through filters,

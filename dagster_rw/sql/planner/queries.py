@@ -101,7 +101,7 @@ class Queries:
 
     def probe(self):
         """A planner over the same catalog and CTEs, to plan a piece of the query on its own."""
-        probe = type(self)(self.resolve_object, self.sql, self.obj, self.engine)
+        probe = type(self)(self.resolve_object, self.sql, self.obj, self.engine, self.indexes)
         probe.ctes = dict(self.ctes)
         return probe
 
