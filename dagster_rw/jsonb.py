@@ -188,6 +188,11 @@ def check_path(elements: str) -> None:
     _path_keys(elements)
 
 
+def path_keys(elements: str) -> list[str]:
+    """The keys of a text array literal (`'{a,1}'`), as texts."""
+    return _path_keys(elements)
+
+
 def _path_keys(elements: str) -> list[str]:
     inner = elements.strip()
     if not (inner.startswith("{") and inner.endswith("}")):
@@ -276,6 +281,45 @@ def extract_path(doc: str, keys: str) -> str | None:
     with no text-array literal between (a key may hold a comma or a brace)."""
     found = _walk_keys(_parse(doc), json.loads(keys))
     return None if found is _MISSING else _text(found)
+
+
+def set_path(doc: str, spec: str, new: str) -> str | None:
+    """jsonb_set(doc, path, new [, create_if_missing]), `spec` the JSON object {"path": [keys],
+    "create": bool}: doc with the value at the path replaced by `new`, or added where only the last
+    step is missing (an object's key; an array index past either end prepends or appends) when
+    create is true; doc unchanged where an earlier step is missing. None where PostgreSQL fails the
+    query: doc a scalar, or a step into an array that is not an integer."""
+    value, how = _parse(doc), json.loads(spec)
+    if not isinstance(value, (dict, list)):
+        return None
+    if not value and not how["create"]:  # (PostgreSQL returns an empty document as it is, first)
+        return doc
+    try:
+        return _text(_set(value, how["path"], _parse(new), how["create"]))
+    except ValueError:  # a step into an array that is not an integer
+        return None
+
+
+def _set(value, keys: list[str], new, create: bool):
+    if not keys or not isinstance(value, (dict, list)):
+        return value
+    key, rest = keys[0], keys[1:]
+    if isinstance(value, dict):
+        out = dict(value)
+        if key in out:
+            out[key] = new if not rest else _set(out[key], rest, new, create)
+        elif not rest and create:
+            out[key] = new
+        return _object(list(out.items()))
+    i = int(key)
+    n = len(value)
+    at = i + n if i < 0 else i
+    out = list(value)
+    if 0 <= at < n:
+        out[at] = new if not rest else _set(out[at], rest, new, create)
+    elif not rest and create:
+        out = [new] + out if at < 0 else out + [new]
+    return out
 
 
 def extract_path_text(doc: str, keys: str) -> str | None:

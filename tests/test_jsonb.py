@@ -194,6 +194,33 @@ def test_operators_are_postgresqls(docs):
         pg.close()
 
 
+@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+@given(docs=st.lists(st.tuples(_document(_leaves), _paths, _document(_leaves), st.booleans()), min_size=1, max_size=10))
+def test_jsonb_set_is_postgresqls(docs):
+    """jsonb_set(doc, path, new, create_if_missing) against PostgreSQL's on random documents and
+    paths; where PostgreSQL fails (a scalar document, a step into an array that is not an
+    integer), ours gives NULL."""
+    pg = _postgres()
+    try:
+        for doc, path, new, create in docs:
+            try:
+                pg.execute("SELECT %s::jsonb, %s::jsonb", (doc, new))
+            except psycopg.errors.DataError:  # (a \u0000 in a string)
+                pg.rollback()
+                continue
+            array = "{" + ",".join(f'"{p}"' for p in path) + "}"
+            try:
+                theirs = pg.execute("SELECT jsonb_set(%s::jsonb, %s, %s::jsonb, %s)::text",
+                                    (doc, array, new, create)).fetchone()[0]
+            except (psycopg.errors.InvalidParameterValue, psycopg.errors.InvalidTextRepresentation):
+                pg.rollback()
+                theirs = None
+            spec = json.dumps({"path": path, "create": create})
+            assert jsonb.set_path(jsonb.normalize(doc), spec, jsonb.normalize(new)) == theirs, (doc, path, new, create)
+    finally:
+        pg.close()
+
+
 def _postgres():
     import psycopg
 
@@ -251,6 +278,8 @@ BUILT = {
                       "jsonb_extract_path(j, 'a', '0') AS a0, jsonb_extract_path_text(j, 'b') AS b, "
                       "jsonb_strip_nulls(j) AS sn FROM tb",
     "read_keys": "SELECT id, jsonb_object_keys(j) AS key FROM tb WHERE jsonb_typeof(j) = 'object'",
+    "set_members": "SELECT id, jsonb_set(j, '{a}', jsonb_build_object('id', id, 's', s)) AS sa, "
+                   "jsonb_set(j, '{b,0}', '[1, \"x\"]'::jsonb, false) AS sb FROM tb WHERE jsonb_typeof(j) = 'object'",
 }
 _row = st.tuples(st.integers(0, 6), st.integers(0, 2), st.one_of(st.none(), _strings),
                  st.one_of(st.none(), _document(_leaves)), st.one_of(st.none(), st.booleans()),

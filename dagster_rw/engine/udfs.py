@@ -36,6 +36,7 @@ FUNCTIONS = {
     "rw_jsonb_array_length": (jsonb.array_length, ["VARCHAR"], "INTEGER", "int"),
     "rw_jsonb_object_keys": (jsonb.object_keys, ["VARCHAR"], "VARCHAR[]", "array<string>"),
     "rw_jsonb_strip_nulls": (jsonb.strip_nulls, ["VARCHAR"], "JSON", "string"),
+    "rw_jsonb_set": (jsonb.set_path, ["VARCHAR", "VARCHAR", "VARCHAR"], "JSON", "string"),
     "rw_float_steps": (float_steps, ["DOUBLE", "DOUBLE", "BIGINT"], "DOUBLE", "double"),
 }
 PREFIXES = ("rw_jsonb_", "rw_float_")  # every name above begins so: a query without them needs none

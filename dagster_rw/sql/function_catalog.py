@@ -107,6 +107,7 @@ _SCALARS = {
     "json": """
         jsonb_typeof(any) jsonb_build_object() jsonb_build_object(any, any, ...) jsonb_array_length(any)
         jsonb_strip_nulls(any) jsonb_extract_path(any, text, ...) jsonb_extract_path_text(any, text, ...)
+        jsonb_set(any, text, any) jsonb_set(any, text, any, boolean)
     """,
     "composite": """
         row(any, ...)

@@ -191,7 +191,7 @@ def jsonb_constants(expression: exp.Expression) -> exp.Expression:
 
 # PostgreSQL's jsonb operators as the Python functions both engines call (dagster_rw.jsonb,
 # engine/udfs.py): `->` and `->>` with a constant key or index, `#>` and `#>>` with a constant path
-JSONB_RESULTS = ("rw_jsonb_get", "rw_jsonb_path")  # (the ones whose result is jsonb)
+JSONB_RESULTS = ("rw_jsonb_get", "rw_jsonb_path", "rw_jsonb_set")  # (the ones whose result is jsonb)
 _JSONB_CALLS = {exp.JSONExtract: "rw_jsonb_get", exp.JSONExtractScalar: "rw_jsonb_get_text",
                 exp.JSONBExtract: "rw_jsonb_path", exp.JSONBExtractScalar: "rw_jsonb_path_text"}
 
@@ -203,13 +203,23 @@ _JSONB_PATHS = ("jsonb_extract_path", "jsonb_extract_path_text")
 
 def jsonb_operators(expression: exp.Expression, refuse) -> exp.Expression:
     """`expression` with PostgreSQL's jsonb operators (`->`, `->>`, `#>`, `#>>`), jsonb_typeof,
-    jsonb_array_length, jsonb_strip_nulls and jsonb_extract_path[_text] as calls of the functions
+    jsonb_array_length, jsonb_strip_nulls, jsonb_extract_path[_text] and jsonb_set (a constant
+    path) as calls of the functions
     both engines have; `refuse(node, what)` raises for an operand that is not a constant."""
-    if not any(isinstance(n, tuple(_JSONB_CALLS)) or _is_call(n, *JSONB_READERS, *_JSONB_PATHS)
+    if not any(isinstance(n, tuple(_JSONB_CALLS)) or _is_call(n, *JSONB_READERS, *_JSONB_PATHS, "jsonb_set")
                for n in expression.walk()):
         return expression
 
     def translate(node: exp.Expression) -> exp.Expression:
+        if _is_call(node, "jsonb_set") and len(node.expressions) in (3, 4):
+            target, path, new, *create = node.expressions
+            if not (isinstance(path, exp.Literal) and path.is_string):
+                refuse(node, "jsonb_set(...): a jsonb path that is not a constant")
+            if create and not isinstance(create[0], exp.Boolean):
+                refuse(node, "jsonb_set(...): create_if_missing that is not a constant true or false")
+            jsonb.check_path(path.this)
+            spec = json.dumps({"path": jsonb.path_keys(path.this), "create": create[0].this if create else True})
+            return exp.Anonymous(this="rw_jsonb_set", expressions=[target, exp.Literal.string(spec), new])
         if _is_call(node, *JSONB_READERS) and len(node.expressions) == 1:
             return exp.Anonymous(this="rw_" + node.name.lower(), expressions=list(node.expressions))
         if _is_call(node, *_JSONB_PATHS) and node.expressions:

@@ -22,7 +22,7 @@ _JSON_READERS = (exp.JSONExtract, exp.JSONExtractScalar, exp.JSONBExtract, exp.J
 _JSON_BUILDERS = (exp.JSONObject, exp.JSONArray, exp.JSONArrayAgg, exp.JSONObjectAgg)
 # jsonb functions a view computes (sql/semantics.jsonb_operators translates them)
 _JSONB_FUNCTIONS = ("jsonb_typeof", "jsonb_array_length", "jsonb_strip_nulls", "jsonb_extract_path",
-                    "jsonb_extract_path_text")
+                    "jsonb_extract_path_text", "jsonb_set")
 
 
 def _ancestors(node: exp.Expression):
@@ -113,7 +113,7 @@ class Binding:
                 raise self.refuse(f"{shown}: this JSON function, or casts of non-constant text to jsonb, in a view "
                                   "(a view reads jsonb with ->, ->>, #>, #>>, @>, <@, jsonb_typeof, "
                                   "jsonb_array_length, jsonb_extract_path[_text] and jsonb_strip_nulls and builds it "
-                                  "with jsonb_build_object, jsonb_agg and jsonb_object_agg)", node)
+                                  "with jsonb_build_object, jsonb_set, jsonb_agg and jsonb_object_agg)", node)
 
     def check_deterministic(self, expression: exp.Expression) -> None:
         """Refuse the first call of `expression` whose value a delta cannot follow."""
