@@ -364,3 +364,16 @@ def elements_text(doc: str) -> list | None:
     """jsonb_array_elements_text(doc): the elements as text (a string unquoted, null as NULL)."""
     value = _parse(doc)
     return [_as_text(v) for v in value] if isinstance(value, list) else None
+
+
+def each(doc: str) -> list | None:
+    """jsonb_each(doc): an object's members as (key, value) pairs, the values in the stored form, in
+    the stored order; None (no rows) for a document that is not an object, where PostgreSQL fails."""
+    value = _parse(doc)
+    return [{"key": k, "value": _text(v)} for k, v in value.items()] if isinstance(value, dict) else None
+
+
+def each_text(doc: str) -> list | None:
+    """jsonb_each_text(doc): the members with their values as text (a string unquoted, null as NULL)."""
+    value = _parse(doc)
+    return [{"key": k, "value": _as_text(v)} for k, v in value.items()] if isinstance(value, dict) else None

@@ -225,6 +225,12 @@ def from_duckdb(type_str: str) -> str:
     raise ProgrammingError(f"expressions of type {type_str} are not supported in views")
 
 
+def empty_table(schema: pa.Schema) -> pa.Table:
+    """A table of no rows of `schema` (Schema.empty_table fails on a struct holding jsonb's extension
+    type, which typing_arrow_type gives)."""
+    return pa.table([pa.nulls(0, f.type) for f in schema], schema=schema)
+
+
 def arrow_schema(columns: list[tuple[str, str]]) -> pa.Schema:
     return pa.schema([pa.field(n, arrow_type(t)) for n, t in columns])
 

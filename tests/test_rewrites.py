@@ -35,6 +35,23 @@ def _rewrite(rule, sql: str) -> str:
 
 # rule -> [(input, the rule's output)]
 CASES = {
+    "set_returning_in_from_as_select_list": [
+        # two columns: the struct taken apart; `e.key` reads the relation's new column
+        ("SELECT id, e.key, e.value FROM t CROSS JOIN LATERAL jsonb_each(t.s) AS e",
+         'SELECT id, t.key, t.value FROM (SELECT t."id", t."k", t."v", t."s", (_rw_srf).key AS "key", '
+         '(_rw_srf).value AS "value" FROM (SELECT t."id", t."k", t."v", t."s", JSONB_EACH(t.s) AS _rw_srf FROM t) '
+         'AS t) AS t'),
+        # JOIN LATERAL ... ON true, a column list naming the column
+        ("SELECT * FROM t JOIN LATERAL generate_series(1, t.k) AS g(n) ON true",
+         'SELECT * FROM (SELECT t."id", t."k", t."v", t."s", GENERATE_SERIES(1, t.k) AS "n" FROM t) AS t'),
+        # alias.*: each side's own columns; no alias: the column is named by the function
+        ("SELECT x.*, t.* FROM t, unnest(ARRAY[t.k]) x",
+         'SELECT t."x", t."id", t."k", t."v", t."s" FROM (SELECT t."id", t."k", t."v", t."s", UNNEST(ARRAY[t.k]) '
+         'AS "x" FROM t) AS t'),
+        ("SELECT k FROM t, jsonb_array_elements_text(t.s)",
+         'SELECT k FROM (SELECT t."id", t."k", t."v", t."s", JSONB_ARRAY_ELEMENTS_TEXT(t.s) AS '
+         '"jsonb_array_elements_text" FROM t) AS t'),
+    ],
     "jsonb_functions_as_calls": [
         # a built object inside an aggregate: the inner call is rewritten too
         ("SELECT jsonb_agg(jsonb_build_object('id', id) ORDER BY id) AS a FROM t",
@@ -155,6 +172,12 @@ CASES = {
 
 # rule -> [(input, a piece of the error)]
 REFUSED = {
+    "set_returning_in_from_as_select_list": [
+        ("SELECT * FROM t, unnest(ARRAY[t.k]) WITH ORDINALITY", "WITH ORDINALITY of unnest"),
+        ("SELECT * FROM t LEFT JOIN LATERAL unnest(ARRAY[t.k]) AS x ON true", "LEFT join with unnest"),
+        ("SELECT * FROM t, unnest(ARRAY[t.k]) AS k", "whose column 'k' has the name of a column of 't'"),
+        ("SELECT * FROM t, jsonb_each(t.s) AS e(a)", "1 column names for jsonb_each"),
+    ],
     "grouping_sets_as_union_all": [
         ("SELECT k, count(*) FROM t GROUP BY ROLLUP (k) ORDER BY k", "ORDER BY / LIMIT on GROUPING SETS"),
         ("SELECT k, grouping(v) FROM t GROUP BY ROLLUP (k)", "arguments to GROUPING must be grouping expressions"),

@@ -114,7 +114,7 @@ def test_a_series_in_from_is_named_as_postgresql_names_it(conn):
 @pytest.mark.parametrize("query, error", [
     ("SELECT * FROM TUMBLE(t1_times, ts, INTERVAL '1 hour', INTERVAL '1 month')", "TUMBLE offset in months"),
     ("SELECT * FROM TUMBLE(t1_times, ts, INTERVAL '1 hour', 5)", "TUMBLE offset that is not an INTERVAL"),
-    ("SELECT * FROM t1, generate_series(1, t1.v) g(n)", "generate_series\\(\\) in FROM over columns"),
+    ("SELECT * FROM t1, t1_times, generate_series(1, t1.v) g(n)", "generate_series\\(\\) in FROM over columns"),
     ("SELECT * FROM generate_series(1, 3) WITH ORDINALITY g(n, i)", "WITH ORDINALITY"),
     ("SELECT * FROM generate_series(TIMESTAMP '2024-01-01', TIMESTAMP '2024-02-01', INTERVAL '1 month') g",
      "GENERATE_SERIES step in months"),

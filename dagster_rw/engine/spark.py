@@ -47,6 +47,10 @@ def spark_ready(tree: sqlglot.exp.Expression) -> sqlglot.exp.Expression:
     if any(c.to.is_type("json", "jsonb") for c in tree.find_all(sqlglot.exp.Cast)):
         tree = tree.transform(
             lambda n: n.this if isinstance(n, sqlglot.exp.Cast) and n.to.is_type("json", "jsonb") else n)
+    for cast in tree.find_all(sqlglot.exp.Cast):  # a struct's jsonb field: text too
+        for t in list(cast.to.find_all(sqlglot.exp.DataType)):
+            if t is not cast.to and t.is_type("json", "jsonb"):
+                t.replace(sqlglot.exp.DataType.build("text"))
     if any(e.name.lower() == "epoch" for e in tree.find_all(sqlglot.exp.Extract)):
         tree = tree.transform(lambda n: sqlglot.exp.Div(
             this=sqlglot.exp.Anonymous(this="unix_micros", expressions=[

@@ -37,6 +37,10 @@ FUNCTIONS = {
     "rw_jsonb_object_keys": (jsonb.object_keys, ["VARCHAR"], "VARCHAR[]", "array<string>"),
     "rw_jsonb_strip_nulls": (jsonb.strip_nulls, ["VARCHAR"], "JSON", "string"),
     "rw_jsonb_set": (jsonb.set_path, ["VARCHAR", "VARCHAR", "VARCHAR"], "JSON", "string"),
+    "rw_jsonb_each": (jsonb.each, ["VARCHAR"], "STRUCT(key VARCHAR, value JSON)[]",
+                      "array<struct<key:string,value:string>>"),
+    "rw_jsonb_each_text": (jsonb.each_text, ["VARCHAR"], "STRUCT(key VARCHAR, value VARCHAR)[]",
+                           "array<struct<key:string,value:string>>"),
     "rw_float_steps": (float_steps, ["DOUBLE", "DOUBLE", "BIGINT"], "DOUBLE", "double"),
 }
 PREFIXES = ("rw_jsonb_", "rw_float_")  # every name above begins so: a query without them needs none

@@ -131,7 +131,8 @@ _WINDOWS = """
 """
 _TABLES = """
     generate_series(integer, integer) generate_series(integer, integer, integer) unnest(array)
-    jsonb_array_elements(any) jsonb_array_elements_text(any) jsonb_object_keys(any)
+    jsonb_array_elements(any) jsonb_array_elements_text(any) jsonb_object_keys(any) jsonb_each(any)
+    jsonb_each_text(any)
     generate_series(timestamp, timestamp, interval) generate_series(timestamptz, timestamptz, interval)
     tumble(relation, timestamp, interval) tumble(relation, timestamp, interval, interval)
     hop(relation, timestamp, interval, interval) hop(relation, timestamp, interval, interval, interval)

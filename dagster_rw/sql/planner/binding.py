@@ -145,7 +145,7 @@ class Binding:
     def describe(self, child: Node, exprs: list[exp.Expression], where: exp.Expression | None) -> list[str]:
         """Result types of expressions over the child's columns, inferred by DuckDB on empty input."""
         schema = pa.schema([pa.field(cname(i), sqltypes.typing_arrow_type(c.type)) for i, c in enumerate(child.columns)])
-        empty = schema.empty_table()
+        empty = sqltypes.empty_table(schema)
         select = ", ".join(f"{e.sql(dialect='duckdb')} AS {quote(f'o{i}')}" for i, e in enumerate(exprs))
         cond = f" WHERE {where.sql(dialect='duckdb')}" if where is not None else ""
         try:
@@ -162,7 +162,7 @@ class Binding:
                 child = node.child
                 schema = pa.schema([pa.field(cname(i), sqltypes.typing_arrow_type(c.type)) for i, c in enumerate(child.columns)])
 
-                def duck_types(exprs, empty=schema.empty_table()):
+                def duck_types(exprs, empty=sqltypes.empty_table(schema)):
                     select = ", ".join(f"{e.sql(dialect='duckdb')} AS {quote(f'o{i}')}" for i, e in enumerate(exprs))
                     return [t for _, t in self.engine.describe(f"SELECT {select} FROM t", t=empty)]
 

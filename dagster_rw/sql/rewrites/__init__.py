@@ -22,11 +22,13 @@ from .distinct_on import distinct_on_as_row_number
 from .grouping_sets import grouping_sets_as_union_all
 from .having_subqueries import having_subqueries_as_where
 from .jsonb_functions import jsonb_functions_as_calls
+from .lateral_set_returning import set_returning_in_from_as_select_list
 from .not_in import not_in_as_anti_join
 from .or_common_terms import common_terms_out_of_or
 from .set_operations import corresponding_as_select_lists, set_difference_as_group_by
 
 RULES = (
+    set_returning_in_from_as_select_list,  # FROM t, unnest(t.a) AS x    -> FROM (SELECT t.*, unnest(t.a) AS x FROM t) t
     jsonb_functions_as_calls,       # jsonb_agg(x), jsonb_build_object(k, v) -> functions over array_agg, arrays
     grouping_sets_as_union_all,     # GROUP BY ROLLUP (a, b)      -> UNION ALL of GROUP BY a, b / a / ()
     aggregate_filters_as_case,      # agg(x) FILTER (WHERE c)     -> agg(CASE WHEN c THEN x END)

@@ -1,12 +1,16 @@
 """jsonb functions as the functions both engines have (engine/udfs.py): jsonb_build_object,
-jsonb_agg and jsonb_object_agg (over array_agg where they aggregate), jsonb_array_elements and
-jsonb_object_keys (over unnest)."""
+jsonb_agg and jsonb_object_agg (over array_agg where they aggregate), jsonb_array_elements,
+jsonb_object_keys and jsonb_each (over unnest)."""
 from __future__ import annotations
 
 from sqlglot import exp
 
 from ..syntax import transform_bottom_up
 
+# the set-returning ones: unnest of an array the function both engines have gives
+_SET_RETURNING = {"jsonb_array_elements": "rw_jsonb_elements", "jsonb_array_elements_text": "rw_jsonb_elements_text",
+                  "jsonb_object_keys": "rw_jsonb_object_keys", "jsonb_each": "rw_jsonb_each",
+                  "jsonb_each_text": "rw_jsonb_each_text"}
 TO_JSONB = "rw_to_jsonb"  # the JSON text of a value (JSON null for NULL); the planner writes it by type
 
 
@@ -14,8 +18,9 @@ def jsonb_functions_as_calls(query: exp.Expression, context=None) -> exp.Express
     """`jsonb_build_object(k, v, ...)` as one call over an array of keys and an array of values
     as JSON texts; `jsonb_agg(x [ORDER BY ...])` as that call over `array_agg`, which every path
     maintains; `jsonb_object_agg(k, v)` over an array_agg of members (one array, so each key stays
-    beside its value); `jsonb_array_elements[_text](j)` and `jsonb_object_keys(j)` as unnest of an
-    array of j's elements or keys (named as the call). `rw_to_jsonb(x)` stands for x's JSON text until the planner knows x's type.
+    beside its value); `jsonb_array_elements[_text](j)`, `jsonb_object_keys(j)` and
+    `jsonb_each[_text](j)` as unnest of an array of j's elements, keys or (key, value) members
+    (named as the call). `rw_to_jsonb(x)` stands for x's JSON text until the planner knows x's type.
     Every query nested in `query` is rewritten too; as window functions (OVER) they are left to the
     planner, which refuses them.
 
@@ -30,9 +35,8 @@ def jsonb_functions_as_calls(query: exp.Expression, context=None) -> exp.Express
         name = _builder(node)
         if name is None or isinstance(node.parent, exp.Window):
             return node
-        if name in ("jsonb_array_elements", "jsonb_array_elements_text", "jsonb_object_keys"):
-            elements = exp.Anonymous(this=name.replace("jsonb_array_", "rw_jsonb_").replace("jsonb_object", "rw_jsonb_object"),
-                                     expressions=[node.expressions[0]])
+        if name in _SET_RETURNING:
+            elements = exp.Anonymous(this=_SET_RETURNING[name], expressions=[node.expressions[0]])
             unnest = exp.Unnest(expressions=[elements])
             return exp.alias_(unnest, name) if isinstance(node.parent, exp.Select) else unnest
         if name == "jsonb_build_object":
@@ -62,8 +66,7 @@ def _builder(node: exp.Expression) -> str | None:
         name = node.name.lower()
         if name == "jsonb_build_object" and len(node.expressions) % 2 == 0:
             return name
-        if name in ("jsonb_agg", "jsonb_array_elements", "jsonb_array_elements_text", "jsonb_object_keys") \
-                and len(node.expressions) == 1:
+        if (name == "jsonb_agg" or name in _SET_RETURNING) and len(node.expressions) == 1:
             return name
     return None
 
