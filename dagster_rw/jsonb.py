@@ -35,9 +35,23 @@ def parse(text: str | bytes):
                       object_pairs_hook=_object, parse_constant=_no_constant)
 
 
+def from_python(value):
+    """A Python value read from a typed file (dicts, lists, strings, numbers, booleans, None, dates)
+    as parse() gives values: numbers as Decimal, keys sorted as jsonb sorts them, anything else as
+    its text (a JSON string)."""
+    if value is None or isinstance(value, (bool, str, decimal.Decimal)):
+        return value
+    if isinstance(value, (int, float)):
+        return decimal.Decimal(str(value))
+    if isinstance(value, list):
+        return [from_python(v) for v in value]
+    if isinstance(value, dict):
+        return _object([(str(k), from_python(v)) for k, v in value.items()])
+    return str(value)
+
+
 def text_of(value, where: str = "") -> str:
-    """The canonical text of a value parse() gave (or of any Python value made of dicts, lists,
-    strings, Decimals, ints, floats, booleans and None), or a DataError naming `where`."""
+    """The canonical text of a value parse() or from_python() gave, or a DataError naming `where`."""
     try:
         return _text(value)
     except _Nul:
@@ -82,16 +96,11 @@ def _text(value) -> str:
         return "false"
     if isinstance(value, decimal.Decimal):
         return _number(value)
-    if isinstance(value, (int, float)):
-        return _number(decimal.Decimal(str(value)))
     if isinstance(value, str):
         return _string(value)
     if isinstance(value, list):
         return "[" + ", ".join(_text(v) for v in value) + "]"
-    if not isinstance(value, dict):
-        return _string(str(value))  # a date or time read from a typed file: its text, as a JSON string
-    items = sorted(value.items(), key=lambda kv: (len(kv[0].encode()), kv[0].encode()))
-    return "{" + ", ".join(f"{_string(k)}: {_text(v)}" for k, v in items) + "}"
+    return "{" + ", ".join(f"{_string(k)}: {_text(v)}" for k, v in value.items()) + "}"
 
 
 def _number(d: decimal.Decimal) -> str:
@@ -185,15 +194,11 @@ def _key(key: str):
 
 def check_path(elements: str) -> None:
     """Refuse a path that is not a text array literal (`'{a,1}'`), with PostgreSQL's message."""
-    _path_keys(elements)
+    path_keys(elements)
 
 
 def path_keys(elements: str) -> list[str]:
     """The keys of a text array literal (`'{a,1}'`), as texts."""
-    return _path_keys(elements)
-
-
-def _path_keys(elements: str) -> list[str]:
     inner = elements.strip()
     if not (inner.startswith("{") and inner.endswith("}")):
         raise DataError(f'malformed array literal: "{elements}"')
@@ -201,7 +206,7 @@ def _path_keys(elements: str) -> list[str]:
 
 
 def _walk(value, elements: str):
-    return _walk_keys(value, _path_keys(elements))
+    return _walk_keys(value, path_keys(elements))
 
 
 def _walk_keys(value, keys: list[str]):

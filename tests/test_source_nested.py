@@ -265,3 +265,16 @@ def test_a_csv_field_read_as_jsonb_is_normalized_or_an_error():
     assert decoded.rows.to_pylist() == [{"id": 1, "j": '{"a": [true], "b": 1.50}'}, {"id": 2, "j": None},
                                         {"id": 3, "j": None}, {"id": 4, "j": '"text"'}]
     assert decoded.errors == [(2, 'column "j": cannot read {not json as jsonb')]
+
+
+def test_a_typed_parquet_value_read_as_jsonb_is_its_json_text():
+    """A Parquet struct or list column declared jsonb: the value written as JSON, keys sorted as
+    jsonb sorts them, numbers as NUMERIC prints them, a date as its text."""
+    import datetime
+
+    table = pa.table({"j": pa.array([{"bb": 1.5, "a": [1, None]}, None], pa.struct([("bb", pa.float64()),
+                                                                                  ("a", pa.list_(pa.int64()))])),
+                      "d": pa.array([[datetime.date(2024, 1, 2)], []], pa.list_(pa.date32()))})
+    decoded = RecordDecoder([Column("j", "jsonb"), Column("d", "jsonb")], "parquet").decode_table(table)
+    assert decoded.rows.to_pylist() == [{"j": '{"a": [1, null], "bb": 1.5}', "d": '["2024-01-02"]'},
+                                        {"j": None, "d": "[]"}]

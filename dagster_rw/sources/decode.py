@@ -435,7 +435,7 @@ def _jsonb_texts(col: pa.ChunkedArray, name: str) -> tuple[pa.ChunkedArray, list
             out.append(None)
             continue
         try:
-            out.append(jsonb.normalize(v) if text else jsonb.text_of(v))
+            out.append(jsonb.normalize(v) if text else jsonb.text_of(jsonb.from_python(v)))
         except DataError:
             out.append(None)
             bad.append((row, f'column "{name}": cannot read {v if text else _shown(v)} as jsonb'))

@@ -44,9 +44,8 @@ def set_returning_in_from_as_select_list(query: exp.Expression, context=None) ->
     if join.side or join.args.get("using") or (on is not None and not (isinstance(on, exp.Boolean) and on.this)):
         raise context.refuse(f"{join.side or 'a'} join with {shown} (it joins as a cross join: FROM t, f(...))", join)
     base = query.args["from_"].this
-    if not isinstance(base, (exp.Table, exp.Subquery)) or not isinstance(base, exp.Subquery) and \
-            not isinstance(base.this, exp.Identifier):
-        return query
+    if not (isinstance(base, exp.Subquery) or isinstance(base, exp.Table) and isinstance(base.this, exp.Identifier)):
+        return query  # (a table function beside it: the planner's refusal)
     rel = base.alias_or_name
     names = context.output_names(exp.select("*").from_(base.copy()))
     many = SET_RETURNING[name]
@@ -72,26 +71,17 @@ def set_returning_in_from_as_select_list(query: exp.Expression, context=None) ->
     out = query.copy()
     out.set("joins", None)
     out.set("from_", exp.From(this=exp.Subquery(this=derived, alias=exp.TableAlias(this=exp.to_identifier(rel)))))
-    stars = {}  # id of a marker -> the columns it stands for (rel.* and a.*: their own columns only)
-    for column in list(out.find_all(exp.Column)):
-        if _scope_of(column) is not out:
-            continue
-        star = isinstance(column.this, exp.Star)
-        if srf_alias is not None and column.table == srf_alias or column.table == rel and star:
-            if star:
-                marker = exp.Tuple(expressions=[])
-                stars[id(marker)] = outputs if column.table != rel else names
-                column.replace(marker)
-            else:
-                column.set("table", exp.to_identifier(rel))
-    items = []
+    items = []  # rel.* and a.*: each side's own columns
     for item in out.expressions:
-        if id(item) in stars:
+        if isinstance(item, exp.Column) and isinstance(item.this, exp.Star) and item.table in (rel, srf_alias):
             items.extend(exp.column(exp.to_identifier(c, quoted=True), table=exp.to_identifier(rel))
-                         for c in stars[id(item)])
+                         for c in (names if item.table == rel else outputs))
         else:
             items.append(item)
     out.set("expressions", items)
+    for column in out.find_all(exp.Column):  # a.c: the relation's new column c
+        if srf_alias is not None and column.table == srf_alias and _scope_of(column) is out:
+            column.set("table", exp.to_identifier(rel))
     return out
 
 
