@@ -18,7 +18,7 @@ from ..errors import IntegrityError, OperationalError, ProgrammingError, unsuppo
 from ..sql.planner import Planner
 from ..sql.alter_columns import with_column_added, with_column_dropped
 from ..sql.renames import renamed_definition, renamed_references
-from ..sql.star_expansion import with_stars_expanded
+from ..sql.star_expansion import StarNotExpanded, with_stars_expanded
 from ..sql.statements import view_emits_on_window_close, view_query
 from ..storage import catalog as catalogs
 from ..storage import manifest as manifests
@@ -306,13 +306,13 @@ class Definitions:
 
     def alter_columns(self, statement) -> None:
         """ALTER TABLE ... ADD COLUMN (its DEFAULT, or NULL, in every row) / DROP COLUMN. The views
-        and indexes reading the table keep their columns, as in RisingWave: one that reads a
-        dropped column, or selects all of the table's columns, is refused by name (as is a sink
-        reading or writing the table). The table and its readers are brought to the newest epoch
-        (its staged rows applied), then its rows are written again with the new columns, and the
-        new definition and that state commit in one log entry (its change files, in the old
-        columns and read by every reader by then, go with it); the readers read its next change
-        files, in the new columns, by name."""
+        and indexes reading the table keep their columns, as in RisingWave (a `*` over the table is
+        written out as the columns it stood for): one that reads a dropped column is refused by
+        name (as is a sink reading or writing the table). The table and its readers are brought to
+        the newest epoch (its staged rows applied), then its rows are written again with the new
+        columns, and the new definition and that state commit in one log entry (its change files,
+        in the old columns and read by every reader by then, go with it); the readers read its next
+        change files, in the new columns, by name."""
         s = statement
         cat = self.catalog(reload=True)
         obj = cat.get(s.table)
@@ -413,15 +413,26 @@ class Definitions:
         for o in readers:
             if o.kind == catalogs.SINK:
                 raise unsupported(f"{what} on {altered.name!r}, which sink {o.name!r} reads: drop it first")
-            if same_plan(o, o.sql):
-                continue
-            # `SELECT *`: the view keeps the columns it had (RisingWave's behaviour), its stars written out
-            expanded = with_stars_expanded(o.sql, lambda r: [c.name for c in cat.get(r).visible_columns])
+            try:
+                if same_plan(o, o.sql):
+                    continue
+                failure = None
+            except ProgrammingError as e:  # (a star over the table in a set operation: its branches differ)
+                failure = e
+            # a `*` over the table, wherever it is in the query: the view keeps the columns it had
+            # (RisingWave's behaviour), its stars written out as the columns they stood for
+            changed = f'{what} on {altered.name!r}: the columns of "{o.name}", which reads it, would change'
+            try:
+                expanded = with_stars_expanded(o.sql, altered.name,
+                                               lambda r: [c.name for c in cat.get(r).visible_columns])
+            except StarNotExpanded as e:
+                raise unsupported(f"{changed}: {e}") from None
             if expanded is not None and same_plan(o, expanded):
                 rewritten[o.name] = expanded
                 continue
-            raise unsupported(f'{what} on {altered.name!r}: the columns of "{o.name}", which reads it, would '
-                              "change: name the columns in its definition")
+            if failure is not None:
+                raise failure
+            raise unsupported(f"{changed}: name the columns in its definition")
         return rewritten
 
     def new_folder(self, catalog: catalogs.Catalog, name: str) -> str:

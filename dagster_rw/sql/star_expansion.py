@@ -1,6 +1,8 @@
-"""A view's `*` written out as the columns it stands for, in the stored definition's text: what
-ALTER TABLE ... ADD COLUMN does to a view that selects all of the table's columns, so that the view
-keeps the columns it had (RisingWave binds a view's columns when it is created)."""
+"""A view's `*` over a table written out as the columns it stands for, in the stored definition's
+text: what ALTER TABLE ... ADD / DROP COLUMN does to a view that selects all of the table's columns,
+so that the view keeps the columns it had (RisingWave binds a view's columns when it is created).
+The stars are found wherever they are in the query: its select list, subqueries in FROM, WITH
+queries, the branches of UNION / INTERSECT / EXCEPT, and subqueries in expressions."""
 from __future__ import annotations
 
 from sqlglot import exp
@@ -8,51 +10,114 @@ from sqlglot.tokens import TokenType
 
 from .dialect import _DIALECT
 from .renames import quoted
-from .statements import view_query
-
-_BEFORE_STAR = (TokenType.SELECT, TokenType.DISTINCT, TokenType.ALL, TokenType.COMMA)
-_AFTER_STAR = (TokenType.COMMA, TokenType.FROM)
+from .indexes import CreateIndex
+from .statements import parse, view_query
 
 
-def with_stars_expanded(sql: str, columns_of) -> str | None:
-    """A stored view whose query is one SELECT over tables and views alone (no subquery, CTE or
-    set operation) with `*` and `x.*` in its select list written out as the columns they stand
-    for now (`columns_of(relation)`: its visible column names), each qualified by its FROM item;
-    None when the query has another shape, or its stars cannot all be found in the text. Written
-    into the text where the parser found each star, so the rest stays as the user wrote it."""
+class StarNotExpanded(Exception):
+    """A reader of the table whose columns cannot be kept by writing out its stars; the message
+    names its shape and what to write instead."""
+
+
+def _refused(shape: str) -> StarNotExpanded:
+    return StarNotExpanded(f"its {shape} cannot be written out as columns: name the columns in its definition")
+
+
+def _is_star(item: exp.Expression) -> bool:
+    return isinstance(item, exp.Star) or (isinstance(item, exp.Column) and isinstance(item.this, exp.Star))
+
+
+def _from_items(select: exp.Select) -> list[exp.Expression]:
+    """The FROM items of a SELECT, in order (the FROM's, then each join's)."""
+    items = [select.args["from_"].this] if select.args.get("from_") is not None else []
+    return items + [j.this for j in select.args.get("joins") or []]
+
+
+def _ctes_in_scope(node: exp.Expression) -> set[str]:
+    """The names of the WITH queries `node` can read: those of every enclosing WITH, inside a WITH
+    query the ones before it (all of them for WITH RECURSIVE)."""
+    names: set[str] = set()
+    child, parent = node, node.parent
+    while parent is not None:
+        if isinstance(parent, exp.With):
+            ctes = parent.expressions
+            at = next((n for n, c in enumerate(ctes) if c is child), len(ctes))
+            names |= {c.alias_or_name for c in (ctes if parent.args.get("recursive") else ctes[:at])}
+        elif isinstance(parent.args.get("with_"), exp.With) and child is not parent.args["with_"]:
+            names |= {c.alias_or_name for c in parent.args["with_"].expressions}
+        child, parent = parent, parent.parent
+    return names
+
+
+def _is_relation(item: exp.Expression, name: str) -> bool:
+    """Whether FROM item `item` reads the catalog's relation `name` (not a WITH query of that name)."""
+    return isinstance(item, exp.Table) and isinstance(item.this, exp.Identifier) and item.name == name \
+        and name not in _ctes_in_scope(item)
+
+
+def with_stars_expanded(sql: str, table: str, columns_of) -> str | None:
+    """A stored view definition with each `*` and `x.*` that covers relation `table` written out as
+    the columns it stands for now: `table`'s as `columns_of(table)` lists them, each qualified by its
+    FROM item, and any other FROM item an unqualified `*` covers as `alias.*` (its columns do not
+    change). None when no star covers `table`. Raises StarNotExpanded naming a star over `table`
+    that cannot be written out (over a join USING or NATURAL, beside a FROM item without an alias,
+    with EXCEPT / REPLACE, in a query with a CHANGELOG). Written into the text where the parser found each star, so the rest
+    stays as the user wrote it."""
+    statement = parse(sql, check_names=False)
+    if isinstance(statement, CreateIndex) and statement.include is None:
+        raise StarNotExpanded("an index without INCLUDE holds every column of the table: create it with "
+                              "INCLUDE (column, ...)")
     query = view_query(sql)
-    if not isinstance(query, exp.Select) or len(list(query.find_all(exp.Select))) != 1 or query.args.get("with_"):
-        return None
-    items = [query.args["from_"].this] + [j.this for j in query.args.get("joins") or []] \
-        if query.args.get("from_") is not None else []
-    if not items or not all(isinstance(i, exp.Table) and not i.args.get("db") for i in items):
-        return None
-    sources = [(i.alias_or_name, i.name) for i in items]
-    stars = [e for e in query.expressions if isinstance(e, exp.Star)
-             or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star))]
-    if not stars:
-        return None
-
-    def listed(alias: str, relation: str) -> list[str]:
-        return [f"{quoted(alias)}.{quoted(c)}" for c in columns_of(relation)]
-
     tokens = _DIALECT.tokenize(sql)
-    edits = []  # (start, end, text), in the order of the text
-    for i, tok in enumerate(tokens):
-        if tok.token_type != TokenType.STAR or i == 0 or i + 1 == len(tokens) \
-                or tokens[i + 1].token_type not in _AFTER_STAR:
-            continue
-        if tokens[i - 1].token_type in _BEFORE_STAR:
-            edits.append((tok.start, tok.end, ", ".join(c for a, r in sources for c in listed(a, r))))
-        elif tokens[i - 1].token_type == TokenType.DOT and i >= 2:
-            q = tokens[i - 2]
-            qualifier = q.text if q.token_type == TokenType.IDENTIFIER else q.text.lower()
-            match = [(a, r) for a, r in sources if a == qualifier]
-            if len(match) != 1:
-                return None
-            edits.append((q.start, tok.end, ", ".join(listed(*match[0]))))
-    if len(edits) != len(stars):
+    star_tokens = {t.start for t in tokens if t.token_type == TokenType.STAR}
+    changelog = any(t.text.upper() == "CHANGELOG" for t in tokens)
+    edits = []  # (start, end, text)
+    for select in query.find_all(exp.Select):
+        items = _from_items(select)
+        for star in (e for e in select.expressions if _is_star(e)):
+            if isinstance(star, exp.Star):
+                covered, bare = items, star
+            else:
+                covered, bare = [i for i in items if i.alias_or_name == star.table], star.this
+            if not any(_is_relation(i, table) for i in covered):
+                continue
+            modifiers = [k.rstrip("_").upper() for k in ("except_", "replace", "rename", "ilike") if bare.args.get(k)]
+            if modifiers:
+                raise _refused(f"`*` with {modifiers[0]}")
+            merged = [j for j in select.args.get("joins") or []
+                      if j.args.get("using") or (j.args.get("method") or "").upper() == "NATURAL"]
+            if isinstance(star, exp.Star) and merged:  # (the columns a join merges appear once)
+                raise _refused("`*` over a join USING or NATURAL")
+            listed = []
+            for item in covered:
+                if not item.alias_or_name:
+                    raise _refused(f"`*` over {table} beside a FROM item without an alias")
+                if _is_relation(item, table):
+                    listed += [f"{quoted(item.alias_or_name)}.{quoted(c)}" for c in columns_of(table)]
+                else:
+                    listed.append(f"{quoted(item.alias_or_name)}.*")
+            if changelog:  # (the query is planned from a rewritten text)
+                raise _refused("`*` in a query with a CHANGELOG of the table")
+            start, end = _span(sql, star, star_tokens)
+            edits.append((start, end, ", ".join(listed)))
+    if not edits:
         return None
-    for start, end, text in reversed(edits):
+    for start, end, text in sorted(edits, reverse=True):
         sql = sql[:start] + text + sql[end + 1:]
     return sql
+
+
+def _span(sql: str, star: exp.Expression, star_tokens: set[int]) -> tuple[int, int]:
+    """The first and last character of a select-list star (`*`, or `x.*` from its qualifier on)
+    in the definition's text."""
+    bare = star if isinstance(star, exp.Star) else star.this
+    end = bare.meta.get("end")
+    if end not in star_tokens or sql[end] != "*":
+        raise _refused("`*` (not where the parser found it in the definition's text)")
+    if isinstance(star, exp.Star):
+        return end, end
+    qualifier = star.args["table"]
+    start = qualifier.meta.get("start")
+    if star.args.get("db") or start is None or sql[qualifier.meta["end"] + 1:end].strip() != ".":
+        raise _refused(f"`{star.sql(dialect='postgres')}` as the definition's text writes it")
+    return start, end
