@@ -261,15 +261,18 @@ def flink_worker(folder: str) -> None:
     """The Flink side of the benchmark, run by an interpreter that has PyFlink."""
     from pyflink.table import EnvironmentSettings, TableDescriptor, TableEnvironment
 
-    env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
-    env.get_config().set("parallelism.default", "2")
     cols = ", ".join(f"{c} {'TIMESTAMP(3)' if t == 'TIMESTAMP' else 'STRING' if t == 'VARCHAR' else t}"
                      for c, t in COLUMNS)
-    env.execute_sql(f"CREATE TABLE bid ({cols}, WATERMARK FOR date_time AS date_time - INTERVAL '10' "
-                    f"SECOND) WITH ('connector' = 'filesystem', 'path' = 'file://{folder}', "
-                    f"'format' = 'json', 'json.timestamp-format.standard' = 'SQL')")
-    with env.execute_sql("SELECT count(*) FROM bid").collect() as rows:  # not timed: reads every file?
-        count = [row[0] for row in rows][-1]
+    ddl = (f"CREATE TABLE bid ({cols}, WATERMARK FOR date_time AS date_time - INTERVAL '10' SECOND) WITH "
+           f"('connector' = 'filesystem', 'path' = 'file://{folder}', 'format' = 'json', "
+           f"'json.timestamp-format.standard' = 'SQL')")
+    batch = TableEnvironment.create(EnvironmentSettings.in_batch_mode())  # not timed: reads every file?
+    batch.execute_sql(ddl)
+    with batch.execute_sql("SELECT count(*) FROM bid").collect() as rows:
+        count = next(iter(rows))[0]
+    env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+    env.get_config().set("parallelism.default", "2")
+    env.execute_sql(ddl)
     print(f"ok {count}", flush=True)
     for line in sys.stdin:
         try:
