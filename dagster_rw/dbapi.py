@@ -303,7 +303,9 @@ class Connection:
         functions both engines have (sql.semantics)."""
         from .sql.batch_windows import expand_time_windows
         from .sql.rewrites.jsonb_functions import jsonb_functions_as_calls
-        from .sql.semantics import jsonb_constants, jsonb_containment, jsonb_operators, values_as_json, with_ties_as_rank
+        from .sql.function_catalog import relation_column_types
+        from .sql.semantics import (JSON_VALUE_TYPES, jsonb_constants, jsonb_operators, jsonb_typed_operators,
+                                    values_as_json, with_ties_as_rank)
 
         def refuse(node, what):
             raise ProgrammingError(what)
@@ -314,9 +316,24 @@ class Connection:
             return int(self.engine.sql(f"SELECT epoch_us(TIMESTAMP '1970-01-01' + {e.sql(dialect='duckdb')}) AS i")
                        .column(0)[0].as_py())
 
+        def relation_columns(name):
+            obj = self.wh.catalog().get(name)
+            return None if obj is None else {c.name: c.type for c in obj.visible_columns}
+
+        column_type = relation_column_types([query], relation_columns)
+
+        def type_of(x):  # a column's type where the query's relations tell it (jsonb's operators need it)
+            return column_type(x) if isinstance(x, exp.Column) else None
+
         query = with_ties_as_rank(expand_time_windows(query, self.wh.catalog().get, micros))
         query = jsonb_operators(jsonb_constants(jsonb_functions_as_calls(query)), refuse)
-        return jsonb_containment(values_as_json(query, lambda x: None, refuse), {})
+
+        def value_type(x):  # (a value of another type, or of a type not known, is DuckDB's to_json of it)
+            t = type_of(x)
+            return t if t in JSON_VALUE_TYPES or (t or "").startswith("numeric") else None
+
+        query = jsonb_typed_operators(query, type_of, refuse)
+        return values_as_json(query, value_type, refuse)
 
     def run_query(self, query: exp.Expression):
         query = self.batch_query(query)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import decimal
 import json
+import re
 
 import pyarrow as pa
 
@@ -316,7 +317,7 @@ def _set(value, keys: list[str], new, create: bool):
         elif not rest and create:
             out[key] = new
         return _object(list(out.items()))
-    i = int(key)
+    i = _index(key)
     n = len(value)
     at = i + n if i < 0 else i
     out = list(value)
@@ -382,3 +383,166 @@ def each_text(doc: str) -> list | None:
     """jsonb_each_text(doc): the members with their values as text (a string unquoted, null as NULL)."""
     value = _parse(doc)
     return [{"key": k, "value": _as_text(v)} for k, v in value.items()] if isinstance(value, dict) else None
+
+
+def _index(key: str) -> int:
+    """A path step into an array as PostgreSQL reads it (an optional sign and digits, blanks before
+    them), or ValueError where PostgreSQL fails the query ("path element ... is not an integer")."""
+    if not re.fullmatch(r"\s*[+-]?[0-9]+", key) or not -2 ** 31 <= int(key) < 2 ** 31:
+        raise ValueError(key)
+    return int(key)
+
+
+# -- changing values: `||`, `-`, `#-`, jsonb_insert -----------------------------------------------
+
+def concat(doc: str, other: str) -> str:
+    """`doc || other`: two objects merged (other's value for a key both have), otherwise the two as
+    arrays (a value that is not an array as an array of itself) one after the other."""
+    a, b = _parse(doc), _parse(other)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return _text(_object(list(a.items()) + list(b.items())))
+    return _text((a if isinstance(a, list) else [a]) + (b if isinstance(b, list) else [b]))
+
+
+def delete_key(doc: str, key: str) -> str | None:
+    """`doc - key` (text): an object without that member, an array without the strings equal to it;
+    None for a scalar document, where PostgreSQL fails the query."""
+    return delete_keys(doc, json.dumps([key]))
+
+
+def delete_keys(doc: str, keys: str) -> str | None:
+    """`doc - keys` (a text array, given as a JSON array; null elements count for nothing)."""
+    value, gone = _parse(doc), set(k for k in json.loads(keys) if k is not None)
+    if isinstance(value, dict):
+        return _text({k: v for k, v in value.items() if k not in gone})
+    if isinstance(value, list):
+        return _text([v for v in value if not (isinstance(v, str) and v in gone)])
+    return None
+
+
+def delete_index(doc: str, index: int) -> str | None:
+    """`doc - index` (an integer): an array without that element (a negative index counts from the
+    end; one past either end changes nothing); None for an object or a scalar, where PostgreSQL
+    fails the query."""
+    value = _parse(doc)
+    if not isinstance(value, list):
+        return None
+    at = index + len(value) if index < 0 else index
+    return _text(value[:at] + value[at + 1:]) if 0 <= at < len(value) else doc
+
+
+def delete_path(doc: str, keys: str) -> str | None:
+    """`doc #- path`, the path's keys as a JSON array: doc without the member or element at the
+    path (unchanged where the path leads nowhere); None where PostgreSQL fails the query: a scalar
+    document, a step into an array that is not an integer."""
+    value, path = _parse(doc), json.loads(keys)
+    if not isinstance(value, (dict, list)):
+        return None
+    if not value or not path:
+        return doc
+    try:
+        return _text(_delete(value, path))
+    except ValueError:
+        return None
+
+
+def _delete(value, keys: list[str]):
+    if not isinstance(value, (dict, list)):
+        return value
+    key, rest = keys[0], keys[1:]
+    if isinstance(value, dict):
+        if key not in value:
+            return value
+        if rest:
+            return {**value, key: _delete(value[key], rest)}
+        return {k: v for k, v in value.items() if k != key}
+    i = _index(key)
+    at = i + len(value) if i < 0 else i
+    if not 0 <= at < len(value):
+        return value
+    if rest:
+        return value[:at] + [_delete(value[at], rest)] + value[at + 1:]
+    return value[:at] + value[at + 1:]
+
+
+class _Exists(Exception):
+    """jsonb_insert at an object's member that is there already."""
+
+
+def insert(doc: str, spec: str, new: str) -> str | None:
+    """jsonb_insert(doc, path, new [, insert_after]), `spec` the JSON object {"path": [keys],
+    "after": bool}: `new` inserted before (after) the array element at the path (an index past
+    either end prepends or appends), or as the object member the path's last key names; doc
+    unchanged where an earlier step is missing. None where PostgreSQL fails the query: a scalar
+    document, a member that is there already, a step into an array that is not an integer."""
+    value, how = _parse(doc), json.loads(spec)
+    if not isinstance(value, (dict, list)):
+        return None
+    if not how["path"]:
+        return doc
+    try:
+        return _text(_insert(value, how["path"], _parse(new), how["after"]))
+    except (ValueError, _Exists):
+        return None
+
+
+def _insert(value, keys: list[str], new, after: bool):
+    if not isinstance(value, (dict, list)):
+        return value
+    key, rest = keys[0], keys[1:]
+    if isinstance(value, dict):
+        if key in value:
+            if not rest:
+                raise _Exists(key)
+            return {**value, key: _insert(value[key], rest, new, after)}
+        return _object(list(value.items()) + [(key, new)]) if not rest else value
+    i, n = _index(key), len(value)
+    at = None if -i > n else i + n if i < 0 else min(i, n)  # (None: before the first)
+    if rest:
+        return value[:at] + [_insert(value[at], rest, new, after)] + value[at + 1:] \
+            if at is not None and at < n else value
+    if at is None:
+        return [new] + value
+    if at < n and after:
+        at += 1
+    return value[:at] + [new] + value[at:]
+
+
+# -- reading: `?`, `?|`, `?&`, jsonb_pretty -------------------------------------------------------
+
+def exists(doc: str, key: str) -> bool:
+    """`doc ? key`: key is a member of the object, or a string element of the array (a scalar
+    document counts as an array of itself)."""
+    value = _parse(doc)
+    if isinstance(value, dict):
+        return key in value
+    return any(isinstance(v, str) and v == key for v in (value if isinstance(value, list) else [value]))
+
+
+def exists_any(doc: str, keys: str) -> bool:
+    """`doc ?| keys`, the keys as a JSON array (null elements count for nothing)."""
+    return any(exists(doc, k) for k in json.loads(keys) if k is not None)
+
+
+def exists_all(doc: str, keys: str) -> bool:
+    """`doc ?& keys`."""
+    return all(exists(doc, k) for k in json.loads(keys) if k is not None)
+
+
+def pretty(doc: str) -> str:
+    """jsonb_pretty(doc): PostgreSQL's indented text (four spaces a level, each member and element
+    on a line of its own; an empty object or array over two lines)."""
+    def text(v, level: int) -> str:
+        pad = "    "
+        if isinstance(v, dict):
+            members = [f"\n{pad * (level + 1)}{_string(k)}: {text(x, level + 1)}" for k, x in v.items()]
+            return "{" + ",".join(members) + "\n" + pad * level + "}"
+        if isinstance(v, list):
+            return "[" + ",".join(f"\n{pad * (level + 1)}{text(x, level + 1)}" for x in v) + "\n" + pad * level + "]"
+        return _text(v)
+    return text(_parse(doc), 0)
+
+
+def value(text: str) -> str:
+    """to_jsonb(x), from the JSON text of x's value the planner writes: its stored form."""
+    return normalize(text)

@@ -82,6 +82,32 @@ VIEWS = {
                         "SELECT tj.b1, count(*) AS n, max(t1.v) AS m FROM t1 JOIN tj ON t1.k = tj.id GROUP BY tj.b1"),
 }
 
+
+def _changed(doc: str) -> tuple:
+    """What the view jsonb_changed's operators give for one of DOCS (dagster_rw.jsonb's functions;
+    checked against PostgreSQL by test_changed_oracle_is_postgresqls)."""
+    d = jsonb.normalize(doc)
+    return (jsonb.concat(d, '["x"]'), jsonb.delete_key(d, "a"), jsonb.delete_path(d, '["b", "0"]'),
+            jsonb.exists(d, "a"), jsonb.exists_any(d, '["b", "z"]'),
+            jsonb.insert(d, json.dumps({"path": ["b", "1"], "after": True}), '"y"'), jsonb.pretty(d))
+
+
+CHANGED_SQL = ("""(j || '["x"]')::text""", "(j - 'a')::text", "(j #- '{b,0}')::text", "j ? 'a'", "j ?| ARRAY['b', 'z']",
+               """jsonb_insert(j, '{b,1}', '"y"', true)::text""", "jsonb_pretty(j)")
+VIEWS["jsonb_changed"] = (
+    """SELECT t1.id, tj.j || '["x"]' AS c, tj.j - 'a' AS d, tj.j #- '{b,0}' AS p, tj.j ? 'a' AS e,
+       tj.j ?| ARRAY['b', 'z'] AS ea, jsonb_insert(tj.j, '{b,1}', '"y"', true) AS ins, jsonb_pretty(tj.j) AS pr,
+       jsonb_build_array(t1.v, t1.s) AS arr, to_jsonb(t1.v) AS tv, tj.j || to_jsonb(t1.s) AS cs
+       FROM t1 JOIN tj ON t1.k = tj.id""",
+    """SELECT t1.id, x.c, x.d, x.p, x.e, x.ea, x.ins, x.pr,
+       '[' || coalesce(CAST(t1.v AS VARCHAR), 'null') || ', ' || coalesce('"' || t1.s || '"', 'null') || ']' AS arr,
+       CAST(t1.v AS VARCHAR) AS tv, CASE t1.s WHEN 'a' THEN x.ca WHEN 'b' THEN x.cb WHEN 'c' THEN x.cc END AS cs
+       FROM t1 JOIN tj ON t1.k = tj.id LEFT JOIN (VALUES """
+    + ", ".join(f"({i}, {', '.join(_sql(v) for v in _changed(d))}, "
+                + ", ".join(_sql(jsonb.concat(jsonb.normalize(d), json.dumps(s))) for s in "abc") + ")"
+                for i, d in enumerate(DOCS))
+    + ") AS x(id, c, d, p, e, ea, ins, pr, ca, cb, cc) ON x.id = tj.id")
+
 test_jsonb_views_match_duckdb = _workload_test(VIEWS, setup=SETUP)
 
 
@@ -102,10 +128,10 @@ _numbers = st.one_of(
 _strings = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=6)
 
 
-def _document(leaves):
+def _document(leaves, keys=_strings):
     return st.recursive(leaves, lambda inner: st.one_of(
         st.lists(inner, max_size=4).map(lambda xs: "[" + ", ".join(xs) + "]"),
-        st.lists(st.tuples(_strings, inner), max_size=4).map(
+        st.lists(st.tuples(keys, inner), max_size=4).map(
             lambda kvs: "{" + ",".join(f"{json.dumps(k)}:{v}" for k, v in kvs) + "}"),
     ), max_leaves=12)
 
@@ -221,6 +247,70 @@ def test_jsonb_set_is_postgresqls(docs):
         pg.close()
 
 
+def _pg_value(pg, sql: str, params=()):
+    """One value PostgreSQL computes, or None where it fails the query on the value (as a view gives
+    NULL there)."""
+    try:
+        return pg.execute(sql, params).fetchone()[0]
+    except (psycopg.errors.InvalidParameterValue, psycopg.errors.InvalidTextRepresentation):
+        return None
+
+
+_some_keys = st.one_of(_keys, _strings, st.sampled_from(["0", "1", "-1"]))
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+@given(docs=st.lists(st.tuples(_document(_leaves, _some_keys), _document(_leaves, _some_keys), _some_keys,
+                               st.integers(-4, 4), st.lists(st.one_of(st.none(), _some_keys), max_size=3), _paths,
+                               st.booleans(), _strings),
+                     min_size=1, max_size=10))
+def test_changing_operators_are_postgresqls(docs):
+    """`||`, `-` (a key, an index, keys), `#-`, `?`, `?|`, `?&`, jsonb_insert, jsonb_pretty,
+    to_jsonb and jsonb_build_array against PostgreSQL's on random documents (keys drawn so that
+    they are often there); where PostgreSQL fails (a scalar document, a member jsonb_insert would
+    replace, a step into an array that is not an integer), ours gives NULL."""
+    pg = _postgres()
+    try:
+        for doc, other, key, index, keys, path, after, text in docs:
+            try:
+                pg.execute("SELECT %s::jsonb, %s::jsonb, %s::text", (doc, other, text))
+            except psycopg.errors.DataError:  # (a \u0000 in a string)
+                continue
+            d, o = jsonb.normalize(doc), jsonb.normalize(other)
+            array = "{" + ",".join('"' + p.replace('"', '\\"') + '"' for p in path) + "}"
+            args = {"d": doc, "o": other, "k": key, "i": index, "ks": keys, "p": array, "a": after, "t": text}
+            for sql, ours in [
+                ("(%(d)s::jsonb || %(o)s::jsonb)::text", jsonb.concat(d, o)),
+                ("(%(d)s::jsonb - %(k)s::text)::text", jsonb.delete_key(d, key)),
+                ("(%(d)s::jsonb - %(i)s::int)::text", jsonb.delete_index(d, index)),
+                ("(%(d)s::jsonb - %(ks)s::text[])::text", jsonb.delete_keys(d, json.dumps(keys))),
+                ("(%(d)s::jsonb #- %(p)s::text[])::text", jsonb.delete_path(d, json.dumps(path))),
+                ("%(d)s::jsonb ? %(k)s::text", jsonb.exists(d, key)),
+                ("%(d)s::jsonb ?| %(ks)s::text[]", jsonb.exists_any(d, json.dumps(keys))),
+                ("%(d)s::jsonb ?& %(ks)s::text[]", jsonb.exists_all(d, json.dumps(keys))),
+                ("jsonb_insert(%(d)s::jsonb, %(p)s::text[], %(o)s::jsonb, %(a)s)::text",
+                 jsonb.insert(d, json.dumps({"path": path, "after": after}), o)),
+                ("jsonb_pretty(%(d)s::jsonb)", jsonb.pretty(d)),
+                ("to_jsonb(%(t)s::text)::text", jsonb.value(jsonb.string(text))),
+                ("to_jsonb(%(i)s::int)::text", jsonb.value(str(index))),
+                ("jsonb_build_array(%(t)s::text, %(d)s::jsonb, %(i)s::int, NULL::int, %(a)s)::text",
+                 jsonb.build_array([jsonb.string(text), d, str(index), None, "true" if after else "false"])),
+            ]:
+                assert ours == _pg_value(pg, "SELECT " + sql, args), (sql, args)
+    finally:
+        pg.close()
+
+
+def test_changed_oracle_is_postgresqls():
+    pg = _postgres()
+    try:
+        for doc in DOCS:
+            theirs = tuple(_pg_value(pg, f"SELECT {sql} FROM (SELECT %s::jsonb AS j) d", (doc,)) for sql in CHANGED_SQL)
+            assert theirs == _changed(doc), doc
+    finally:
+        pg.close()
+
+
 def _postgres():
     import psycopg
 
@@ -258,6 +348,12 @@ def test_insert_update_and_select_keep_the_stored_form(tmp_path):
     ("SELECT jsonb_array_elements(j) AS x, jsonb_array_elements(j) AS y FROM tj",
      "more than one set-returning function"),
     ("SELECT jsonb_build_object('d', current_date) AS x FROM tj", "a value of type date in a jsonb built by a view"),
+    ("SELECT j #- s AS x FROM tj", "a jsonb path that is not a constant"),
+    ("SELECT j ?| ARRAY[s] AS x FROM tj", "an array of keys that is not a constant"),
+    ("SELECT j - 1.5 AS x FROM tj", "jsonb minus what is not text, an integer or a constant text array"),
+    ("SELECT jsonb_insert(j, s, '1') AS x FROM tj", "jsonb_insert.*: a jsonb path that is not a constant"),
+    ("SELECT jsonb_insert(j, '{a}', '1', id > 1) AS x FROM tj", "insert_after that is not a constant"),
+    ("SELECT jsonb_path_query(j, '$.a') AS x FROM tj", r"function jsonb_path_query\(jsonb, unknown\) does not exist"),
 ])
 def test_what_views_do_not_compute_yet_is_refused_by_name(tmp_path, query, refused):
     conn = dagster_rw.connect(str(tmp_path / "wh"))
@@ -280,6 +376,18 @@ BUILT = {
     "read_keys": "SELECT id, jsonb_object_keys(j) AS key FROM tb WHERE jsonb_typeof(j) = 'object'",
     "set_members": "SELECT id, jsonb_set(j, '{a}', jsonb_build_object('id', id, 's', s)) AS sa, "
                    "jsonb_set(j, '{b,0}', '[1, \"x\"]'::jsonb, false) AS sb FROM tb WHERE jsonb_typeof(j) = 'object'",
+    # (each operator where PostgreSQL computes it: on scalars, and paths into arrays, it fails the query)
+    "changed": "SELECT id, j || jsonb_build_array(s, id) AS c, j || to_jsonb(s) AS cs, "
+               "CASE WHEN jsonb_typeof(j) IN ('object', 'array') THEN j - s END AS ds, "
+               "CASE WHEN jsonb_typeof(j) = 'array' THEN j - k END AS di, "
+               "CASE WHEN jsonb_typeof(j) = 'object' THEN j #- '{a,0}' END AS dp, "
+               "j ? 'a' AS e, j ? s AS es, j ?| ARRAY['a', 'b'] AS ea, j ?& '{a,b}' AS el, "
+               "CASE WHEN jsonb_typeof(j -> 'a') = 'array' THEN jsonb_insert(j, '{a,0}', to_jsonb(d), true) END "
+               "AS ins, "
+               "jsonb_pretty(j) AS p, jsonb_build_array(id, s, j, b, d) AS arr, to_jsonb(s) AS ts, "
+               "to_jsonb(d) AS td, to_jsonb(b) AS tb FROM tb",
+    "changed_agg": "SELECT k, jsonb_agg(j - 'a' ORDER BY id) AS a, count(CASE WHEN j ? 'b' THEN 1 END) AS n "
+                   "FROM tb WHERE jsonb_typeof(j) = 'object' GROUP BY k",
 }
 _row = st.tuples(st.integers(0, 6), st.integers(0, 2), st.one_of(st.none(), _strings),
                  st.one_of(st.none(), _document(_leaves)), st.one_of(st.none(), st.booleans()),
@@ -324,6 +432,39 @@ def test_built_jsonb_matches_postgresql(tmp_path_factory, changes):
                     pg_q = q.replace("FROM tb", f'FROM "{pg.name}".tb')
                     theirs = sorted(map(repr, pg.admin.execute(pg_q).fetchall()))
                     assert ours == theirs, name
+        conn.close()
+    finally:
+        pg.drop()
+
+
+BATCH_ROWS = [(1, 0, "a", '{"a": [1, 2], "b": null}', True, "1.50"), (2, 1, "b", '["a", "b", 1]', False, "-2.00"),
+              (3, 2, None, '"a"', None, None), (4, 0, "x", None, True, "0.00"),
+              (5, 1, "a", '{"b": {"a": 1}, "a": {}}', False, "3.25")] + [
+    (10 + i, i % 3, "b", d, None, "1.00") for i, d in enumerate(DOCS)]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("engine", ["spark", "duckdb"])
+def test_batch_select_is_postgresqls_on_both_paths(tmp_path, spark, engine):
+    """The changing operators, jsonb_insert, jsonb_build_array, to_jsonb and jsonb_pretty in a
+    SELECT (run by Spark on the Spark path) give PostgreSQL's rows for the same query."""
+    pg = PgSchema()
+    try:
+        conn = dagster_rw.connect(str(tmp_path / engine), spark=spark, engine=engine)
+        ddl = "CREATE TABLE {}tb (id INT PRIMARY KEY, k INT, s VARCHAR, j JSONB, b BOOLEAN, d NUMERIC(6,2))"
+        conn.execute(ddl.format(""))
+        pg.admin.execute(ddl.format(f'"{pg.name}".'))
+        from psycopg.types.string import TextLoader
+
+        pg.admin.adapters.register_loader("jsonb", TextLoader)
+        rows = [", ".join(str(v) if isinstance(v, int) and not isinstance(v, bool) else _sql(v) for v in row)
+                for row in BATCH_ROWS]
+        conn.execute("INSERT INTO tb VALUES " + ", ".join(f"({r})" for r in rows))
+        conn.execute("FLUSH")
+        pg.admin.cursor().executemany(f'INSERT INTO "{pg.name}".tb VALUES (%s, %s, %s, %s::jsonb, %s, %s)', BATCH_ROWS)
+        query = BUILT["changed"] + " ORDER BY id"
+        ours = conn.execute(query).fetchall()
+        assert ours == pg.admin.execute(query.replace("FROM tb", f'FROM "{pg.name}".tb')).fetchall()
         conn.close()
     finally:
         pg.drop()

@@ -107,7 +107,9 @@ _SCALARS = {
     "json": """
         jsonb_typeof(any) jsonb_build_object() jsonb_build_object(any, any, ...) jsonb_array_length(any)
         jsonb_strip_nulls(any) jsonb_extract_path(any, text, ...) jsonb_extract_path_text(any, text, ...)
-        jsonb_set(any, text, any) jsonb_set(any, text, any, boolean)
+        jsonb_set(any, text, any) jsonb_set(any, text, any, boolean) jsonb_insert(any, text, any)
+        jsonb_insert(any, text, any, boolean) jsonb_build_array() jsonb_build_array(any, ...) to_jsonb(any)
+        jsonb_pretty(any)
     """,
     "composite": """
         row(any, ...)
@@ -256,7 +258,7 @@ def check_statement(statement, user_functions: Collection[str] = (),
     sql = getattr(statement, "sql", None)
     trees = list(_expressions(statement))
     target = getattr(statement, "table", None)  # INSERT, UPDATE, DELETE: the table they change
-    column_type = _column_types(trees, relation_columns, target) if relation_columns else None
+    column_type = relation_column_types(trees, relation_columns, target) if relation_columns else None
     for tree in trees:
         check_calls(tree, user_functions, sql, column_type)
         check_relations(tree)
@@ -360,8 +362,8 @@ def _position(sql: str | None, call: Call) -> str:
     return f" (line {line}, column {column})"
 
 
-def _column_types(trees: list[exp.Expression], relation_columns: Callable[[str], dict[str, str] | None],
-                  target: str | None = None):
+def relation_column_types(trees: list[exp.Expression],
+                          relation_columns: Callable[[str], dict[str, str] | None], target: str | None = None):
     """A column -> type lookup over the relations the statement names (by name or alias), read
     when a message first needs it; a column that more than one of them has, or none, stays unknown."""
     relations: dict[str, dict[str, str]] = {}

@@ -8,12 +8,15 @@ expressions is NULL, as in RisingWave's streaming (DuckDB would give infinity, o
 from __future__ import annotations
 
 import json
+import re
 
 from sqlglot import exp
 from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 
 from .. import jsonb
+from .. import types as sqltypes
+from ..engine import udfs
 from ..errors import ProgrammingError
 from .syntax import transform_bottom_up
 
@@ -191,35 +194,49 @@ def jsonb_constants(expression: exp.Expression) -> exp.Expression:
 
 # PostgreSQL's jsonb operators as the Python functions both engines call (dagster_rw.jsonb,
 # engine/udfs.py): `->` and `->>` with a constant key or index, `#>` and `#>>` with a constant path
-JSONB_RESULTS = ("rw_jsonb_get", "rw_jsonb_path", "rw_jsonb_set")  # (the ones whose result is jsonb)
+JSONB_RESULTS = tuple(name for name, (_, _, result, _) in udfs.FUNCTIONS.items() if result == "JSON")
 _JSONB_CALLS = {exp.JSONExtract: "rw_jsonb_get", exp.JSONExtractScalar: "rw_jsonb_get_text",
                 exp.JSONBExtract: "rw_jsonb_path", exp.JSONBExtractScalar: "rw_jsonb_path_text"}
+# `?`, `?|`, `?&` and `#-`, which sqlglot reads as nodes of their own
+JSONB_KEY_OPERATORS = {exp.JSONBContainsTopKey: "rw_jsonb_exists",
+                       exp.JSONBContainsAnyTopKeys: "rw_jsonb_exists_any",
+                       exp.JSONBContainsAllTopKeys: "rw_jsonb_exists_all",
+                       exp.JSONBDeleteAtPath: "rw_jsonb_delete_path"}
 
 
 # jsonb functions of one argument, each a call of the function both engines have under its name
-JSONB_READERS = ("jsonb_typeof", "jsonb_array_length", "jsonb_strip_nulls")
+JSONB_READERS = ("jsonb_typeof", "jsonb_array_length", "jsonb_strip_nulls", "jsonb_pretty")
 _JSONB_PATHS = ("jsonb_extract_path", "jsonb_extract_path_text")
+_JSONB_SETTERS = ("jsonb_set", "jsonb_insert")
 
 
 def jsonb_operators(expression: exp.Expression, refuse) -> exp.Expression:
-    """`expression` with PostgreSQL's jsonb operators (`->`, `->>`, `#>`, `#>>`), jsonb_typeof,
-    jsonb_array_length, jsonb_strip_nulls, jsonb_extract_path[_text] and jsonb_set (a constant
-    path) as calls of the functions
-    both engines have; `refuse(node, what)` raises for an operand that is not a constant."""
-    if not any(isinstance(n, tuple(_JSONB_CALLS)) or _is_call(n, *JSONB_READERS, *_JSONB_PATHS, "jsonb_set")
-               for n in expression.walk()):
+    """`expression` with PostgreSQL's jsonb operators (`->`, `->>`, `#>`, `#>>`, `#-`, `?`, `?|`,
+    `?&`), jsonb_typeof, jsonb_array_length, jsonb_strip_nulls, jsonb_pretty,
+    jsonb_extract_path[_text], jsonb_set and jsonb_insert (a constant path) as calls of the
+    functions both engines have; `refuse(node, what)` raises for an operand that is not a constant.
+    (`||` and `-` depend on their operands' types: jsonb_typed_operators.)"""
+    if not any(isinstance(n, (*_JSONB_CALLS, *JSONB_KEY_OPERATORS))
+               or _is_call(n, *JSONB_READERS, *_JSONB_PATHS, *_JSONB_SETTERS) for n in expression.walk()):
         return expression
 
     def translate(node: exp.Expression) -> exp.Expression:
-        if _is_call(node, "jsonb_set") and len(node.expressions) in (3, 4):
-            target, path, new, *create = node.expressions
+        if _is_call(node, *_JSONB_SETTERS) and len(node.expressions) in (3, 4):
+            name = node.name.lower()
+            target, path, new, *flag = node.expressions
             if not (isinstance(path, exp.Literal) and path.is_string):
-                refuse(node, "jsonb_set(...): a jsonb path that is not a constant")
-            if create and not isinstance(create[0], exp.Boolean):
-                refuse(node, "jsonb_set(...): create_if_missing that is not a constant true or false")
+                refuse(node, f"{name}(...): a jsonb path that is not a constant")
+            if flag and not isinstance(flag[0], exp.Boolean):
+                what = "create_if_missing" if name == "jsonb_set" else "insert_after"
+                refuse(node, f"{name}(...): {what} that is not a constant true or false")
             jsonb.check_path(path.this)
-            spec = json.dumps({"path": jsonb.path_keys(path.this), "create": create[0].this if create else True})
-            return exp.Anonymous(this="rw_jsonb_set", expressions=[target, exp.Literal.string(spec), new])
+            spec = {"path": jsonb.path_keys(path.this)}
+            if name == "jsonb_set":
+                spec["create"] = flag[0].this if flag else True
+            else:
+                spec["after"] = flag[0].this if flag else False
+            return exp.Anonymous(this="rw_" + name, expressions=[target, exp.Literal.string(json.dumps(spec)),
+                                                                 _jsonb_operand(new)])
         if _is_call(node, *JSONB_READERS) and len(node.expressions) == 1:
             return exp.Anonymous(this="rw_" + node.name.lower(), expressions=list(node.expressions))
         if _is_call(node, *_JSONB_PATHS) and node.expressions:
@@ -228,6 +245,15 @@ def jsonb_operators(expression: exp.Expression, refuse) -> exp.Expression:
                 refuse(node, f"{node.name.lower()}(...): a jsonb path that is not constant keys")
             return exp.Anonymous(this="rw_" + node.name.lower(), expressions=[
                 node.expressions[0], exp.Literal.string(json.dumps([k.this for k in keys]))])
+        name = JSONB_KEY_OPERATORS.get(type(node))
+        if name == "rw_jsonb_exists":
+            return exp.Anonymous(this=name, expressions=[node.this, node.expression])
+        if name is not None:
+            keys = constant_text_array(node.expression)
+            if keys is None:
+                shown = "a jsonb path" if name == "rw_jsonb_delete_path" else "an array of keys"
+                refuse(node, f"{node.sql(dialect='postgres')}: {shown} that is not a constant")
+            return exp.Anonymous(this=name, expressions=[node.this, exp.Literal.string(json.dumps(keys))])
         name = _JSONB_CALLS.get(type(node))
         if name is None:
             return node
@@ -245,6 +271,29 @@ def jsonb_operators(expression: exp.Expression, refuse) -> exp.Expression:
         return exp.Anonymous(this=name, expressions=[node.this, exp.Literal.string(key)])
 
     return transform_bottom_up(expression, translate)  # (`j -> 'a' -> 'b'`: the inner call first)
+
+
+def constant_text_array(e: exp.Expression) -> list | None:
+    """The elements of a constant text array (`'{a,b}'`, `'{a,b}'::text[]`, `ARRAY['a', 'b']`; NULL
+    elements as None), or None for anything else."""
+    if isinstance(e, exp.Paren):
+        return constant_text_array(e.this)
+    if isinstance(e, exp.Cast) and e.to.this == exp.DType.ARRAY:
+        e = e.this
+    if isinstance(e, exp.Literal) and e.is_string:
+        jsonb.check_path(e.this)
+        return jsonb.path_keys(e.this)
+    if isinstance(e, exp.Array) and all(isinstance(x, exp.Null) or (isinstance(x, exp.Literal) and x.is_string)
+                                        for x in e.expressions):
+        return [None if isinstance(x, exp.Null) else x.this for x in e.expressions]
+    return None
+
+
+def _jsonb_operand(e: exp.Expression) -> exp.Expression:
+    """A value given as jsonb: a string constant in its stored form (refused if not JSON)."""
+    if isinstance(e, exp.Literal) and e.is_string:
+        return exp.Literal.string(jsonb.normalize(e.this))
+    return e
 
 
 def _is_call(node: exp.Expression, *names: str) -> bool:
@@ -268,33 +317,81 @@ def _member_key(operand: exp.Expression) -> str | None:
     return None
 
 
-def jsonb_containment(expression: exp.Expression, column_types: dict[str, str]) -> exp.Expression:
-    """`a @> b` and `a <@ b` over jsonb (sqlglot reads them as the array operators) as calls of
-    the containment function both engines have; arrays' stay as they are."""
-    if not any(isinstance(n, (exp.ArrayContainsAll, exp.ArrayContainedBy)) for n in expression.walk()):
+_INTEGERS = ("smallint", "integer", "bigint")
+
+
+def jsonb_typed_operators(expression: exp.Expression, type_of, refuse) -> exp.Expression:
+    """The operators whose meaning over jsonb depends on their operands' types, as calls of the
+    functions both engines have: `a @> b` and `a <@ b` (sqlglot reads them as the array operators)
+    where a side is jsonb; `a || b` where one side is jsonb and the other jsonb or an untyped
+    constant (as PostgreSQL resolves it; jsonb || text stays text concatenation); `j - k` for jsonb j
+    and a text k (a member or string elements), an integer k (an element) or a constant text array.
+    `type_of(x)`: x's type name, or None where it is not known. Arrays' operators stay as they are."""
+    kinds = (exp.ArrayContainsAll, exp.ArrayContainedBy, exp.DPipe, exp.Sub)
+    if not any(isinstance(n, kinds) for n in expression.walk()):
         return expression
 
-    def is_jsonb(e: exp.Expression) -> bool:
+    def kind(e: exp.Expression) -> str | None:
         if isinstance(e, exp.Paren):
-            return is_jsonb(e.this)
-        if isinstance(e, exp.Column):
-            return column_types.get(e.name) == "jsonb"
+            return kind(e.this)
+        if isinstance(e, exp.Null) or (isinstance(e, exp.Literal) and e.is_string):
+            return "unknown"
+        if isinstance(e, exp.Literal) or (isinstance(e, exp.Neg) and isinstance(e.this, exp.Literal)):
+            return "integer" if re.fullmatch(r"-?\d+", e.sql()) else "numeric"
         if isinstance(e, exp.Cast):
-            return e.to.this in JSON_TYPES
-        return isinstance(e, exp.Anonymous) and e.name.lower() in JSONB_RESULTS
+            try:
+                return sqltypes.canonical(e.to)
+            except ProgrammingError:
+                return None
+        if isinstance(e, exp.Anonymous) and e.name.lower() in JSONB_RESULTS:
+            return "jsonb"
+        if isinstance(e, exp.Array):
+            return "array"
+        if isinstance(e, exp.Case):  # (to_jsonb(x): NULL or x's jsonb)
+            branches = {kind(b) for b in [i.args["true"] for i in e.args.get("ifs") or []] + [e.args.get("default")]
+                        if b is not None and not isinstance(b, exp.Null)}
+            if branches == {"jsonb"}:
+                return "jsonb"
+        return type_of(e)
+
+    def may_be_jsonb(e: exp.Expression) -> bool:  # (without asking type_of of anything but columns)
+        return any((isinstance(n, exp.Column) and type_of(n) == "jsonb")
+                   or (isinstance(n, exp.Cast) and n.to.this in JSON_TYPES)
+                   or (isinstance(n, exp.Anonymous) and n.name.lower() in JSONB_RESULTS) for n in e.walk())
 
     def rewrite(node):
-        if isinstance(node, (exp.ArrayContainsAll, exp.ArrayContainedBy)) and (
-                is_jsonb(node.this) or is_jsonb(node.expression)):
+        if not isinstance(node, kinds) or not may_be_jsonb(node):
+            return node
+        left, right = kind(node.this), kind(node.expression)
+        if left != "jsonb" and right != "jsonb":
+            return node
+        if isinstance(node, (exp.ArrayContainsAll, exp.ArrayContainedBy)):
             outer, inner = (node.this, node.expression) if isinstance(node, exp.ArrayContainsAll) \
                 else (node.expression, node.this)
             return exp.Anonymous(this="rw_jsonb_contains", expressions=[outer, inner])
-        return node
+        if isinstance(node, exp.DPipe):
+            if {left, right} <= {"jsonb", "unknown"}:
+                return exp.Anonymous(this="rw_jsonb_concat", expressions=[_jsonb_operand(node.this),
+                                                                           _jsonb_operand(node.expression)])
+            return node  # jsonb || text: the texts concatenated
+        if left != "jsonb":
+            return node
+        key = node.expression
+        if right == "integer" or right in _INTEGERS:
+            return exp.Anonymous(this="rw_jsonb_delete_index", expressions=[node.this, key])
+        if right in ("unknown", "varchar"):
+            return exp.Anonymous(this="rw_jsonb_delete_key", expressions=[node.this, key])
+        keys = constant_text_array(key) if right in ("array", "varchar[]") or isinstance(key, exp.Cast) else None
+        if keys is None:
+            refuse(node, f"{node.sql(dialect='postgres')}: jsonb minus what is not text, an integer or a "
+                         "constant text array")
+        return exp.Anonymous(this="rw_jsonb_delete_keys", expressions=[node.this, exp.Literal.string(json.dumps(keys))])
 
-    return expression.transform(rewrite)
+    return transform_bottom_up(expression, rewrite)  # (`a || b || c`: the inner call first)
 
 
 _JSON_NUMBERS = ("smallint", "integer", "bigint", "real", "double precision")
+JSON_VALUE_TYPES = ("jsonb", "varchar", "boolean", *_JSON_NUMBERS)  # (and numeric(p,s)): values_as_json spells them
 
 
 def values_as_json(expression: exp.Expression, type_of, refuse) -> exp.Expression:
@@ -311,7 +408,11 @@ def values_as_json(expression: exp.Expression, type_of, refuse) -> exp.Expressio
             return node
         (x,) = node.expressions
         t = type_of(x)
-        if t is None:
+        if isinstance(x, exp.Literal):  # (a constant as written: 1.50 keeps its scale)
+            text = exp.Literal.string(jsonb.normalize(x.this) if x.is_number else jsonb.string(x.this))
+        elif isinstance(x, (exp.Boolean, exp.Null)):
+            text = exp.Literal.string("null" if isinstance(x, exp.Null) else "true" if x.this else "false")
+        elif t is None:
             text = exp.cast(exp.Anonymous(this="to_json", expressions=[x]), "VARCHAR")
         elif t == "jsonb":
             text = exp.cast(x, "VARCHAR")

@@ -12,7 +12,8 @@ from ..plan import Col, Map, Node, cname
 from ..non_strict import non_strict
 from ..function_catalog import FUNCTION_NAME
 from ..rewrites.context import Context
-from ..semantics import (JSON_TYPES, jsonb_constants, jsonb_containment, jsonb_operators, regexp_match_groups,
+from ..rewrites.jsonb_functions import TO_JSONB
+from ..semantics import (JSON_TYPES, jsonb_constants, jsonb_operators, jsonb_typed_operators, regexp_match_groups,
                          typed_expression, values_as_json)
 from ..syntax import AGG_FUNCS, output_name
 from .scope import AliasOnly, Entry, Scope
@@ -22,7 +23,7 @@ _JSON_READERS = (exp.JSONExtract, exp.JSONExtractScalar, exp.JSONBExtract, exp.J
 _JSON_BUILDERS = (exp.JSONObject, exp.JSONArray, exp.JSONArrayAgg, exp.JSONObjectAgg)
 # jsonb functions a view computes (sql/semantics.jsonb_operators translates them)
 _JSONB_FUNCTIONS = ("jsonb_typeof", "jsonb_array_length", "jsonb_strip_nulls", "jsonb_extract_path",
-                    "jsonb_extract_path_text", "jsonb_set")
+                    "jsonb_extract_path_text", "jsonb_set", "jsonb_insert", "jsonb_pretty")
 
 
 def _ancestors(node: exp.Expression):
@@ -111,9 +112,11 @@ class Binding:
                 shown = node.sql(dialect="postgres")
             if shown is not None:
                 raise self.refuse(f"{shown}: this JSON function, or casts of non-constant text to jsonb, in a view "
-                                  "(a view reads jsonb with ->, ->>, #>, #>>, @>, <@, jsonb_typeof, "
-                                  "jsonb_array_length, jsonb_extract_path[_text] and jsonb_strip_nulls and builds it "
-                                  "with jsonb_build_object, jsonb_set, jsonb_agg and jsonb_object_agg)", node)
+                                  "(a view reads jsonb with ->, ->>, #>, #>>, @>, <@, ?, ?|, ?&, jsonb_typeof, "
+                                  "jsonb_array_length, jsonb_extract_path[_text], jsonb_strip_nulls and jsonb_pretty, "
+                                  "changes it with ||, -, #-, jsonb_set and jsonb_insert and builds it with "
+                                  "jsonb_build_object, jsonb_build_array, to_jsonb, jsonb_agg and jsonb_object_agg)",
+                                  node)
 
     def check_deterministic(self, expression: exp.Expression) -> None:
         """Refuse the first call of `expression` whose value a delta cannot follow."""
@@ -177,9 +180,15 @@ class Binding:
     def map(self, child: Node, exprs, where, names, keep_hidden=None) -> Map:
         column_types = {cname(i): c.type for i, c in enumerate(child.columns)}
 
-        def jsonb_ready(e):
-            e = values_as_json(e, lambda x: self.type_of(child, x), lambda node, what: self._refuse_jsonb(node, what))
-            return jsonb_containment(e, column_types)
+        def type_of(x):
+            if isinstance(x, exp.Column):
+                return column_types.get(x.name)
+            return None if x.find(exp.Anonymous) and any(  # (a value's JSON text is not written yet)
+                n.name.lower() == TO_JSONB for n in x.find_all(exp.Anonymous)) else self.type_of(child, x)
+
+        def jsonb_ready(e):  # (the operators first: a value built into a jsonb may be their result)
+            e = jsonb_typed_operators(e, type_of, lambda node, what: self._refuse_jsonb(node, what))
+            return values_as_json(e, type_of, lambda node, what: self._refuse_jsonb(node, what))
 
         exprs = [typed_expression(jsonb_ready(e), column_types) for e in exprs]
         if where is not None:

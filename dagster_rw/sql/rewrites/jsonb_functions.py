@@ -1,6 +1,6 @@
 """jsonb functions as the functions both engines have (engine/udfs.py): jsonb_build_object,
-jsonb_agg and jsonb_object_agg (over array_agg where they aggregate), jsonb_array_elements,
-jsonb_object_keys and jsonb_each (over unnest)."""
+jsonb_build_array, to_jsonb, jsonb_agg and jsonb_object_agg (over array_agg where they aggregate),
+jsonb_array_elements, jsonb_object_keys and jsonb_each (over unnest)."""
 from __future__ import annotations
 
 from sqlglot import exp
@@ -16,8 +16,9 @@ TO_JSONB = "rw_to_jsonb"  # the JSON text of a value (JSON null for NULL); the p
 
 def jsonb_functions_as_calls(query: exp.Expression, context=None) -> exp.Expression:
     """`jsonb_build_object(k, v, ...)` as one call over an array of keys and an array of values
-    as JSON texts; `jsonb_agg(x [ORDER BY ...])` as that call over `array_agg`, which every path
-    maintains; `jsonb_object_agg(k, v)` over an array_agg of members (one array, so each key stays
+    as JSON texts; `jsonb_build_array(v, ...)` as one call over an array of values as JSON texts;
+    `to_jsonb(x)` as x's JSON text in its stored form (NULL for NULL); `jsonb_agg(x [ORDER BY ...])`
+    as that call over `array_agg`, which every path maintains; `jsonb_object_agg(k, v)` over an array_agg of members (one array, so each key stays
     beside its value); `jsonb_array_elements[_text](j)`, `jsonb_object_keys(j)` and
     `jsonb_each[_text](j)` as unnest of an array of j's elements, keys or (key, value) members
     (named as the call). `rw_to_jsonb(x)` stands for x's JSON text until the planner knows x's type.
@@ -45,6 +46,15 @@ def jsonb_functions_as_calls(query: exp.Expression, context=None) -> exp.Express
             values = [_to_jsonb(a) for a in args[1::2]]
             return exp.Anonymous(this="rw_jsonb_object", expressions=[exp.Array(expressions=keys),
                                                                       exp.Array(expressions=values)])
+        if name == "jsonb_build_array":
+            if not node.expressions:
+                return exp.Cast(this=exp.Literal.string("[]"), to=exp.DataType.build("JSONB"))
+            return exp.Anonymous(this="rw_jsonb_array", expressions=[
+                exp.Array(expressions=[_to_jsonb(a) for a in node.expressions])])
+        if name == "to_jsonb":
+            (arg,) = node.expressions
+            return exp.Case(ifs=[exp.If(this=exp.Is(this=arg.copy(), expression=exp.Null()), true=exp.Null())],
+                            default=exp.Anonymous(this="rw_jsonb_value", expressions=[_to_jsonb(arg)]))
         if name == "jsonb_agg":
             arg = node.expressions[0]
             if isinstance(arg, exp.Order):
@@ -64,7 +74,9 @@ def _builder(node: exp.Expression) -> str | None:
         return "jsonb_object_agg"
     if isinstance(node, exp.Anonymous):
         name = node.name.lower()
-        if name == "jsonb_build_object" and len(node.expressions) % 2 == 0:
+        if name == "jsonb_build_object" and len(node.expressions) % 2 == 0 or name == "jsonb_build_array":
+            return name
+        if name == "to_jsonb" and len(node.expressions) == 1:
             return name
         if (name == "jsonb_agg" or name in _SET_RETURNING) and len(node.expressions) == 1:
             return name
