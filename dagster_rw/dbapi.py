@@ -28,6 +28,7 @@ from .sql.renames import Rename
 from .sql.function_catalog import check_statement
 from .sql.functions import inline_statement
 from .sql.semantics import typed_query
+from .sql.syntax import check_stars, relation_tables, with_queries_apart
 from .storage.catalog import MATERIALIZED_VIEW, SINK, SOURCE, TABLE
 from .storage.object_store import open_store, wait_for_deletions
 from .storage.local_files import reports_file_errors
@@ -228,11 +229,10 @@ class Connection:
 
     def snapshot_relations(self, query: exp.Expression) -> dict:
         """The referenced objects' committed rows (visible columns), by name, for a batch query."""
-        ctes = {c.alias_or_name for w in query.find_all(exp.With) for c in w.expressions}
         rels = {}
-        for t in query.find_all(exp.Table):
+        for t in relation_tables(query):
             name = t.name
-            if name in ctes or name in rels or not name:
+            if name in rels:
                 continue
             obj = self.wh.catalog().get(name)
             if obj is None and name == ingest.ERRORS_RELATION:
@@ -300,7 +300,8 @@ class Connection:
     def batch_query(self, query: exp.Expression) -> exp.Expression:
         """A SELECT as the batch engines run it: TUMBLE / HOP expanded into plain subqueries, FETCH ... WITH
         TIES as a filter on rank(), jsonb constants in their stored form and jsonb's operators as the
-        functions both engines have (sql.semantics)."""
+        functions both engines have (sql.semantics), a WITH query named as a relation it reads renamed
+        (sql.syntax.with_queries_apart); `* EXCEPT (...)` is the engines' own (DuckDB's EXCLUDE)."""
         from .sql.batch_windows import expand_time_windows
         from .sql.rewrites.jsonb_functions import jsonb_functions_as_calls
         from .sql.function_catalog import relation_column_types
@@ -309,6 +310,9 @@ class Connection:
 
         def refuse(node, what):
             raise ProgrammingError(what)
+
+        check_stars(query)
+        query = with_queries_apart(query)
 
         def micros(e):
             if not isinstance(e, exp.Interval):
@@ -611,6 +615,8 @@ class Cursor:
         source = s.source
         if isinstance(source, exp.Values):
             source = exp.select("*").from_(source.copy().as_("v"))
+        check_stars(source)
+        source = with_queries_apart(source)
         rels = conn.snapshot_relations(source)
         try:
             data = conn.engine.sql(conn.duckdb_sql(source, rels), **rels)

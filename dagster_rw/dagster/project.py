@@ -31,6 +31,7 @@ from sqlglot.lineage import lineage as sqlglot_lineage
 
 from ..errors import ProgrammingError
 from ..sql import statements as st
+from ..sql.syntax import relation_tables
 from ..storage.catalog import TABLE
 from . import plan_cache as _plan_cache
 
@@ -82,9 +83,8 @@ def references(statement: st.Statement) -> list[str]:
         if isinstance(value, str) and value:
             names.append(value)
     if query is not None:
-        ctes = {c.alias_or_name for c in query.find_all(exp.CTE)}
-        for t in query.find_all(exp.Table):
-            if t.name and t.name not in ctes and t.name not in names:
+        for t in relation_tables(query):  # (`WITH t AS (SELECT * FROM t)` reads the relation t)
+            if t.name not in names:
                 names.append(t.name)
     return names
 

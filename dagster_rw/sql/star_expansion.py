@@ -12,6 +12,7 @@ from .dialect import _DIALECT
 from .renames import quoted
 from .indexes import CreateIndex
 from .statements import parse, view_query
+from .syntax import ctes_in_scope as _ctes_in_scope
 
 
 class StarNotExpanded(Exception):
@@ -31,22 +32,6 @@ def _from_items(select: exp.Select) -> list[exp.Expression]:
     """The FROM items of a SELECT, in order (the FROM's, then each join's)."""
     items = [select.args["from_"].this] if select.args.get("from_") is not None else []
     return items + [j.this for j in select.args.get("joins") or []]
-
-
-def _ctes_in_scope(node: exp.Expression) -> set[str]:
-    """The names of the WITH queries `node` can read: those of every enclosing WITH, inside a WITH
-    query the ones before it (all of them for WITH RECURSIVE)."""
-    names: set[str] = set()
-    child, parent = node, node.parent
-    while parent is not None:
-        if isinstance(parent, exp.With):
-            ctes = parent.expressions
-            at = next((n for n, c in enumerate(ctes) if c is child), len(ctes))
-            names |= {c.alias_or_name for c in (ctes if parent.args.get("recursive") else ctes[:at])}
-        elif isinstance(parent.args.get("with_"), exp.With) and child is not parent.args["with_"]:
-            names |= {c.alias_or_name for c in parent.args["with_"].expressions}
-        child, parent = parent, parent.parent
-    return names
 
 
 def _is_relation(item: exp.Expression, name: str) -> bool:

@@ -1,11 +1,12 @@
 """Helpers over sqlglot's AST shared by the rewrite rules (sql/rewrites) and the planner: the
 aggregate and window functions the product maintains, a query as a FROM item, the terms of AND
-and OR chains, the output name PostgreSQL gives a select item, and top-down replacement."""
+and OR chains, the output name PostgreSQL gives a select item, a select list's stars and their
+EXCEPT lists, the WITH queries in scope at a node, and top-down replacement."""
 from __future__ import annotations
 
 from sqlglot import exp
 
-from ..errors import unsupported
+from ..errors import ProgrammingError, unsupported
 
 AGG_FUNCS = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max",
              exp.GroupConcat: "string_agg", exp.FirstValue: "first_value", exp.LastValue: "last_value",
@@ -130,6 +131,108 @@ def output_name(item: exp.Expression) -> str:
     if isinstance(item, exp.Case):
         return "case"
     return "?column?"
+
+
+def star_of(item: exp.Expression) -> exp.Star | None:
+    """The star of a select item `*` or `x.*`, or None."""
+    if isinstance(item, exp.Star):
+        return item
+    if isinstance(item, exp.Column) and isinstance(item.this, exp.Star):
+        return item.this
+    return None
+
+
+# the modifiers of * that sqlglot parses and RisingWave does not have (its * takes EXCEPT only)
+STAR_MODIFIERS = {"replace": "REPLACE", "rename": "RENAME", "ilike": "ILIKE"}
+
+
+def star_except(star: exp.Star) -> list[exp.Column]:
+    """The columns of `* EXCEPT (c, ...)` ([] without EXCEPT). Raises ProgrammingError for a
+    modifier RisingWave does not have (REPLACE, RENAME, ILIKE), an empty list, or an entry that is
+    not a column name."""
+    for key, word in STAR_MODIFIERS.items():
+        if star.args.get(key):
+            raise ProgrammingError(f"* {word} is not supported: a * takes EXCEPT (column, ...) only; "
+                                   "write the changed columns out")
+    columns = star.args.get("except_")
+    if columns is None:
+        return []
+    if not columns:
+        raise ProgrammingError("the EXCEPT list of * is empty")
+    for c in columns:
+        if not isinstance(c, exp.Column) or isinstance(c.this, exp.Star) or c.args.get("db") is not None:
+            raise ProgrammingError(f"only column names can be in the EXCEPT list of *: {c.sql(dialect='postgres')}")
+    return list(columns)
+
+
+def check_stars(query: exp.Expression) -> None:
+    """Raise ProgrammingError for a `*` or `x.*` of a select list anywhere in `query` with a
+    modifier RisingWave does not have or an EXCEPT list that is not column names (star_except)."""
+    for select in query.find_all(exp.Select):
+        for item in select.expressions:
+            star = star_of(item)
+            if star is not None:
+                star_except(star)
+
+
+def visible_ctes(node: exp.Expression) -> dict[str, exp.CTE]:
+    """The WITH queries `node` can read, by name (an inner WITH's hiding an outer one's): those of
+    every enclosing WITH, inside a WITH query the ones before it (all of them for WITH RECURSIVE).
+    A WITH query does not see itself: `WITH t AS (SELECT * FROM t)` reads the relation t
+    (PostgreSQL's scoping)."""
+    found: dict[str, exp.CTE] = {}
+    child, parent = node, node.parent
+    while parent is not None:
+        ctes = None
+        if isinstance(parent, exp.With):
+            at = next((n for n, c in enumerate(parent.expressions) if c is child), len(parent.expressions))
+            ctes = parent.expressions if parent.args.get("recursive") else parent.expressions[:at]
+        elif isinstance(parent.args.get("with_"), exp.With) and child is not parent.args["with_"]:
+            ctes = parent.args["with_"].expressions
+        for c in ctes or ():
+            found.setdefault(c.alias_or_name, c)
+        child, parent = parent, parent.parent
+    return found
+
+
+def ctes_in_scope(node: exp.Expression) -> set[str]:
+    """The names of the WITH queries `node` can read (visible_ctes)."""
+    return set(visible_ctes(node))
+
+
+def relation_tables(query: exp.Expression):
+    """The FROM items of `query` (at any depth) that name a relation of the catalog: each table
+    reference but those that read a WITH query in scope."""
+    for t in query.find_all(exp.Table):
+        if t.name and isinstance(t.this, exp.Identifier) and (t.args.get("db") is not None
+                                                                or t.name not in ctes_in_scope(t)):
+            yield t
+
+
+def with_queries_apart(query: exp.Expression) -> exp.Expression:
+    """`query` with each WITH query whose name the query also uses for a relation (`WITH t AS
+    (SELECT * FROM t WHERE ...)`) renamed, and the references that read it: engines that would take
+    the inner t for the WITH query itself (DuckDB) read the relation, as PostgreSQL does."""
+    relations = {t.name for t in relation_tables(query) if t.args.get("db") is None}
+    clashing = [c for c in query.find_all(exp.CTE) if c.alias_or_name in relations]
+    if not clashing:
+        return query
+    query = query.copy()
+    clashing = [c for c in query.find_all(exp.CTE) if c.alias_or_name in relations]
+    new_names = {id(c): f"_rw_with{n}_{c.alias_or_name}" for n, c in enumerate(clashing)}
+    readers = []
+    for t in query.find_all(exp.Table):
+        if t.name and isinstance(t.this, exp.Identifier) and t.args.get("db") is None:
+            cte = visible_ctes(t).get(t.name)
+            if cte is not None and id(cte) in new_names:
+                readers.append((t, new_names[id(cte)]))
+    for t, name in readers:
+        if not t.alias:
+            t.set("alias", exp.TableAlias(this=exp.to_identifier(t.name)))
+        t.set("this", exp.to_identifier(name, quoted=True))
+    for c in clashing:
+        c.args["alias"].set("this", exp.to_identifier(new_names[id(c)], quoted=True))
+    return query
 
 
 def transform_top_down(e: exp.Expression, fn) -> exp.Expression:

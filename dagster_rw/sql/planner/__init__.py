@@ -50,7 +50,7 @@ class Planner(Queries, FromItems, GapFill, Joins, TimeWindows, Subqueries, Later
         self.obj = obj_name
         self.engine = engine or DuckEngine(threads=1)
         self.inputs: list[str] = []
-        self.ctes: dict = {}
+        self.ctes: dict = {}  # WITH query name -> (its body, the WITH queries its body sees)
         self._group_counter = 0
         self._subquery_counter = 0  # FROM items made of subqueries of WHERE (subquery_join)
         # window Maps of TUMBLE/HOP: id(node) -> (time column in the child, window_start, window_end, size)

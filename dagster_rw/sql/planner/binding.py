@@ -15,7 +15,7 @@ from ..rewrites.context import Context
 from ..rewrites.jsonb_functions import TO_JSONB
 from ..semantics import (JSON_TYPES, jsonb_constants, jsonb_operators, jsonb_typed_operators, regexp_match_groups,
                          typed_expression, values_as_json)
-from ..syntax import AGG_FUNCS, output_name
+from ..syntax import AGG_FUNCS, output_name, star_except, star_of
 from .scope import AliasOnly, Entry, Scope
 
 
@@ -235,21 +235,34 @@ class Binding:
         return m
 
     def expand_star(self, items, scope: Scope) -> list[tuple[exp.Expression, str]]:
+        """The select list with each `*` and `x.*` as the columns it covers, but those its
+        EXCEPT (column, ...) names (each bound in the FROM clause's scope, as RisingWave binds them:
+        a name no FROM item has, or more than one has, is an error)."""
         out = []
         for item in items:
+            star = star_of(item)
+            if star is None:
+                out.append((item.unalias() if isinstance(item, exp.Alias) else item, output_name(item)))
+                continue
+            try:
+                excepted = star_except(star)
+            except ProgrammingError as e:
+                raise ProgrammingError(f"{e}{self.where(item)}") from None
             if isinstance(item, exp.Star):
-                for e in scope.entries:
-                    if not isinstance(e, AliasOnly):
-                        out.append((exp.column(e.name, e.alias) if e.alias else exp.column(e.name), e.name))
-                continue
-            if isinstance(item, exp.Column) and isinstance(item.this, exp.Star):
+                covered = [e for e in scope.entries if not isinstance(e, AliasOnly)]
+            else:
                 table = item.table
-                found = [e for e in scope.entries if e.alias == table]
-                if not found:
+                covered = [e for e in scope.entries if e.alias == table]
+                if not covered:
                     raise ProgrammingError(f'missing FROM-clause entry for table "{table}"{self.where(item)}')
-                out.extend((exp.column(e.name, e.alias), e.name) for e in found)
-                continue
-            out.append((item.unalias() if isinstance(item, exp.Alias) else item, output_name(item)))
+            dropped: set[int] = set()
+            for c in excepted:
+                index = scope.resolve(c, self).index
+                if index in dropped:
+                    raise ProgrammingError(f'duplicate column "{c.name}" in the EXCEPT list of *{self.where(c)}')
+                dropped.add(index)
+            out.extend((exp.column(e.name, e.alias) if e.alias else exp.column(e.name), e.name)
+                       for e in covered if e.index not in dropped)
         return out
 
     def scope_of(self, node: Node, names: list[str], alias, group) -> Scope:

@@ -179,8 +179,10 @@ class FromItems:
             name = item.name
             alias = item.alias_or_name
             if name in self.ctes and not item.db:
+                body, visible = self.ctes[name]
                 sub = self.probe()
-                node, names = sub.plan_query(self.ctes[name])
+                sub.ctes = dict(visible)
+                node, names = sub.plan_query(body)
                 self.inputs.extend(i for i in sub.inputs if i not in self.inputs)
                 self.window_maps.update(sub.window_maps)
                 return node, self.scope_of(node, names, alias, group)

@@ -57,6 +57,8 @@ class Laterals:
             if isinstance(item, exp.Star):
                 raise self.refuse("SELECT * over a LATERAL subquery (name the columns, or use alias.*)", item)
             if isinstance(item, exp.Column) and isinstance(item.this, exp.Star) and item.table == alias:
+                if any(item.this.args.get(k) is not None for k in item.this.arg_types):
+                    raise self.refuse(f"{alias}.* EXCEPT (...) over a LATERAL subquery (name the columns)", item)
                 items.extend(exp.column(n, alias) for n in names)
             else:
                 items.append(item)

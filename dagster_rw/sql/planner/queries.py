@@ -82,8 +82,8 @@ class Queries:
         if with_ is not None:
             if with_.args.get("recursive"):
                 raise self.refuse("WITH RECURSIVE", with_)
-            for cte in with_.expressions:
-                self.ctes[cte.alias_or_name] = cte.this
+            for cte in with_.expressions:  # each with the WITH queries its body sees: not itself
+                self.ctes[cte.alias_or_name] = (cte.this, dict(self.ctes))
         if isinstance(query, exp.Union):
             return self.plan_union(query)
         if not isinstance(query, exp.Select):

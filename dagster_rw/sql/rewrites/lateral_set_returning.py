@@ -74,6 +74,8 @@ def set_returning_in_from_as_select_list(query: exp.Expression, context=None) ->
     items = []  # rel.* and a.*: each side's own columns
     for item in out.expressions:
         if isinstance(item, exp.Column) and isinstance(item.this, exp.Star) and item.table in (rel, srf_alias):
+            if any(item.this.args.get(k) is not None for k in item.this.arg_types):
+                raise context.refuse(f"{item.table}.* EXCEPT (...) beside {shown} (name the columns)", item)
             items.extend(exp.column(exp.to_identifier(c, quoted=True), table=exp.to_identifier(rel))
                          for c in (names if item.table == rel else outputs))
         else:
