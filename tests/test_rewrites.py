@@ -24,6 +24,7 @@ CATALOG = {
     "t1": _table("t1", [("id", "integer"), ("k", "integer"), ("v", "integer")], ["id"]),
     "t3": _table("t3", [("k", "integer"), ("v", "integer")], ["k"]),
     "u": _table("u", [("k", "integer"), ("w", "integer")], ["k"]),
+    "ev": _table("ev", [("id", "integer"), ("k", "integer"), ("v", "integer"), ("ts", "timestamp")], ["id"]),
 }
 RULE = {rule.__name__: rule for rule in rewrites.RULES}
 
@@ -51,6 +52,32 @@ CASES = {
         ("SELECT k FROM t, jsonb_array_elements_text(t.s)",
          'SELECT k FROM (SELECT t."id", t."k", t."v", t."s", JSONB_ARRAY_ELEMENTS_TEXT(t.s) AS '
          '"jsonb_array_elements_text" FROM t) AS t'),
+    ],
+    "hop_aggregates_over_slices": [
+        # min/max/sum per slide, combined per window; HAVING's aggregates too; the WHERE goes to the slides;
+        # an offset shifts the slides as it shifts the windows
+        ("SELECT w.window_end, max(w.v) - min(w.v) AS spread, sum(w.v) AS s FROM HOP(ev, ts, INTERVAL '1' MINUTE, "
+         "INTERVAL '2' MINUTE, INTERVAL '30' SECOND) AS w WHERE w.k > 0 GROUP BY w.window_end HAVING count(*) > 1",
+         "SELECT w.window_end, MAX(_rw_a1) - MIN(_rw_a2) AS spread, CAST(SUM(_rw_a3) AS BIGINT) AS s FROM (SELECT *, "
+         "window_start + INTERVAL '120000000 MICROSECONDS' AS window_end FROM (SELECT GENERATE_SERIES(_rw_slice - "
+         "INTERVAL '60000000 MICROSECONDS', _rw_slice, INTERVAL '60000000 MICROSECONDS') AS window_start, _rw_a0, "
+         "_rw_a1, _rw_a2, _rw_a3 FROM (SELECT window_start AS _rw_slice, COUNT(*) AS _rw_a0, MAX(w.v) AS _rw_a1, "
+         "MIN(w.v) AS _rw_a2, SUM(w.v) AS _rw_a3 FROM TUMBLE(ev, ts, INTERVAL '1 MINUTE', INTERVAL '30 SECOND') AS w "
+         "WHERE w.k > 0 GROUP BY window_start) AS _rw_slices) AS _rw_windows) AS w GROUP BY w.window_end "
+         "HAVING CAST(SUM(_rw_a0) AS BIGINT) > 1"),
+        # left alone: avg, DISTINCT, a window read in WHERE, HOP without GROUP BY
+        ("SELECT window_start, avg(v) AS a FROM HOP(t, ts, INTERVAL '1' MINUTE, INTERVAL '2' MINUTE) GROUP BY window_start",
+         "SELECT window_start, AVG(v) AS a FROM HOP(t, ts, INTERVAL '1 MINUTE', INTERVAL '2 MINUTE') GROUP BY window_start"),
+        ("SELECT window_start, count(DISTINCT v) AS a FROM HOP(t, ts, INTERVAL '1' MINUTE, INTERVAL '2' MINUTE) "
+         "GROUP BY window_start",
+         "SELECT window_start, COUNT(DISTINCT v) AS a FROM HOP(t, ts, INTERVAL '1 MINUTE', INTERVAL '2 MINUTE') "
+         "GROUP BY window_start"),
+        ("SELECT window_start, count(*) AS n FROM HOP(t, ts, INTERVAL '1' MINUTE, INTERVAL '2' MINUTE) "
+         "WHERE window_end > ts GROUP BY window_start",
+         "SELECT window_start, COUNT(*) AS n FROM HOP(t, ts, INTERVAL '1 MINUTE', INTERVAL '2 MINUTE') "
+         "WHERE window_end > ts GROUP BY window_start"),
+        ("SELECT k, id FROM HOP(t, ts, INTERVAL '1' MINUTE, INTERVAL '2' MINUTE)",
+         "SELECT k, id FROM HOP(t, ts, INTERVAL '1 MINUTE', INTERVAL '2 MINUTE')"),
     ],
     "jsonb_functions_as_calls": [
         # a built object inside an aggregate: the inner call is rewritten too

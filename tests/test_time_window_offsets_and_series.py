@@ -53,6 +53,32 @@ TIME_WINDOW_OFFSETS = {
         "FROM t1_times, range(0, 2) r(i)) w"),
 }
 
+def hop_windows(slide: str, count: int, origin: str = "1970-01-01 00:00:00", column: str = "ts") -> str:
+    """The oracle's HOP: each row of t1_times once per window holding it, as `ws`."""
+    return (f"(SELECT *, {bucket(slide, origin, column)} - i * INTERVAL '{slide}' AS ws "
+            f"FROM t1_times, range(0, {count}) r(i)) w")
+
+
+# aggregates over HOP windows, which the planner takes per slide first and then per window
+# (rewrites.hop_slices); the oracle counts each row once per window
+HOP_SLICES = {
+    "hop_slices_all": (
+        "SELECT k, window_start, window_end, count(*) AS n, count(v) AS cv, min(v) AS mn, max(v) AS mx, "
+        "sum(v) AS sv, sum(CAST(v AS BIGINT) * 3000000000) AS big, sum(CAST(v AS NUMERIC(10,2)) + 0.25) AS dec "
+        "FROM HOP(t1_times, ts, INTERVAL '20 minutes', INTERVAL '1 hour') GROUP BY k, window_start, window_end",
+        f"SELECT k, ws, ws + INTERVAL '1 hour', count(*), count(v), min(v), max(v), sum(v), "
+        f"sum(CAST(v AS BIGINT) * 3000000000), sum(CAST(v AS NUMERIC(10,2)) + 0.25) FROM {hop_windows('20 minutes', 3)} "
+        "GROUP BY k, ws"),
+    # a filter on the rows, a condition on the windows, the window's end alone, an offset, timestamptz
+    "hop_slices_having_tz": (
+        "SELECT h.window_end, count(*) * 10 AS n10, max(h.v) - min(h.v) AS spread FROM HOP(t1_times, tz, "
+        "INTERVAL '30 minutes', INTERVAL '2 hours', INTERVAL '10 minutes') AS h WHERE h.v IS NULL OR h.v > 1 "
+        "GROUP BY h.window_end HAVING count(v) > 1",
+        f"SELECT ws + INTERVAL '2 hours', count(*) * 10, max(v) - min(v) FROM "
+        f"{hop_windows('30 minutes', 4, '1970-01-01 00:10:00+00', 'tz')} WHERE v IS NULL OR v > 1 "
+        "GROUP BY ws HAVING count(v) > 1"),
+}
+
 HOURS = "TIMESTAMP '2024-01-01 00:00:00', TIMESTAMP '2024-01-01 03:00:00', INTERVAL '30 minutes'"
 SERIES = {
     "series_hours": f"SELECT x FROM generate_series({HOURS}) AS g(x)",
@@ -73,12 +99,14 @@ SERIES = {
 
 test_time_window_offsets_match_duckdb = _workload_test(TIME_WINDOW_OFFSETS, setup=SETUP)
 test_generate_series_in_from_matches_duckdb = _workload_test(SERIES, setup=SETUP)
+test_hop_aggregates_over_slices_match_duckdb = _workload_test(HOP_SLICES, setup=SETUP)
 
 # for test_both_paths' one run on Spark and in-process (its views are created in this order)
 SERIES_AND_OFFSETS_BOTH_PATHS = {
     "t1_times": TIMES,
     "tumble_offset_both": TIME_WINDOW_OFFSETS["tumble_offset"],
     "hop_offset_both": TIME_WINDOW_OFFSETS["hop_offset_agg"],
+    "hop_slices_both": HOP_SLICES["hop_slices_having_tz"],
     "series_hours_both": SERIES["series_hours"],
     "series_join_both": SERIES["series_join_table"],
     "series_per_row_both": SERIES["series_per_row"],

@@ -55,3 +55,4 @@ class Planner(Queries, FromItems, GapFill, Joins, TimeWindows, Subqueries, Later
         self._subquery_counter = 0  # FROM items made of subqueries of WHERE (subquery_join)
         # window Maps of TUMBLE/HOP: id(node) -> (time column in the child, window_start, window_end, size)
         self.window_maps: dict[int, tuple[int, int, int, int]] = {}
+        self.window_close = False  # planning a view that emits on window close (set by plan)

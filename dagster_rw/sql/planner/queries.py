@@ -34,6 +34,7 @@ class Queries:
     """Planner methods that plan a whole query: the entry point, CTEs, UNION and SELECT."""
 
     def plan(self, query: exp.Expression, emit_on_window_close: bool = False) -> Node:
+        self.window_close = emit_on_window_close
         node, _names = self.plan_query(query)
         if emit_on_window_close:
             node = self.emit_on_window_close(node, query)

@@ -21,6 +21,7 @@ from .cte_column_lists import cte_column_lists_as_aliases
 from .distinct_on import distinct_on_as_row_number
 from .grouping_sets import grouping_sets_as_union_all
 from .having_subqueries import having_subqueries_as_where
+from .hop_slices import hop_aggregates_over_slices
 from .jsonb_functions import jsonb_functions_as_calls
 from .lateral_set_returning import set_returning_in_from_as_select_list
 from .not_in import not_in_as_anti_join
@@ -33,6 +34,7 @@ RULES = (
     grouping_sets_as_union_all,     # GROUP BY ROLLUP (a, b)      -> UNION ALL of GROUP BY a, b / a / ()
     aggregate_filters_as_case,      # agg(x) FILTER (WHERE c)     -> agg(CASE WHEN c THEN x END)
     bool_aggregates_as_counts,      # bool_and(x) / bool_or(x)    -> counts of false / true values of x
+    hop_aggregates_over_slices,     # count(*) FROM HOP(t, ...)   -> sum of counts per slide, over the slides of a window
     distinct_on_as_row_number,      # SELECT DISTINCT ON (k) ...  -> row_number() OVER (PARTITION BY k ...) = 1
     cte_column_lists_as_aliases,    # WITH r (a, b) AS (q)        -> WITH r AS (SELECT * FROM (q) AS r (a, b))
     corresponding_as_select_lists,  # UNION CORRESPONDING         -> UNION of the columns picked by name

@@ -26,3 +26,9 @@ class Context(Protocol):
 
     def output_types(self, query: exp.Expression) -> list[str]:
         """The SQL types (dagster_rw.types names) of the output columns of `query`."""
+
+    def interval_micros(self, e: exp.Expression, kind: str) -> int:
+        """A constant INTERVAL literal as microseconds (refused when it has months)."""
+
+    # True while the planner plans a view that emits on window close
+    window_close: bool
