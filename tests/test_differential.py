@@ -306,6 +306,16 @@ def test_dynamic_filter_views_match_duckdb(tmp_path_factory, ops, create_at):
 test_linear_and_aggregate_views_match_duckdb = _workload_test(LINEAR_AND_AGGREGATES)
 test_ordered_aggregate_views_match_duckdb = _workload_test(ORDERED_AGGREGATES)
 test_join_views_match_duckdb = _workload_test(JOINS)
+
+# USING merges its columns: unqualified, a USING column is COALESCE(left, right) (the right side's
+# value on a right or full join's rows without a left match); qualified, each side's own
+USING_JOINS = {
+    "full_using_star": "SELECT * FROM t1 FULL JOIN (SELECT id, w, d FROM t2) AS r USING (id)",
+    "right_using_sides": "SELECT id, t1.id AS lid, t2.id AS rid, v, w FROM t1 RIGHT JOIN t2 USING (id)",
+    "full_using_many": "SELECT k, t1.id AS lid, t1.v, w FROM t1 FULL JOIN t2 USING (k) WHERE k IS NULL OR k > 1",
+    "full_using_grouped": "SELECT k, count(*) AS n, sum(w) AS sw FROM t1 FULL OUTER JOIN t2 USING (k) GROUP BY k",
+}
+test_using_join_views_match_duckdb = _workload_test(USING_JOINS, examples=8)
 test_union_top_n_and_tables_without_key_match_duckdb = _workload_test(SETS_TOPN_NOPK)
 test_views_over_views_match_duckdb = _workload_test(VIEWS_ON_VIEWS)
 test_window_views_match_duckdb = _workload_test(WINDOWS)

@@ -27,7 +27,7 @@ from ..plan import (
 from ..semantics import typed_expression
 from ..syntax import and_terms
 from .binding import refuse_aggregates
-from .scope import AliasOnly, Scope, resolves
+from .scope import AliasOnly, Entry, Scope, resolves
 
 
 class Joins:
@@ -54,10 +54,25 @@ class Joins:
                 re_ = shifted.resolve(exp.column(ident.name), self)
                 keys.append((le.index, re_.index - len(lnode.columns)))
             node = self.make_join(lnode, rnode, kind, keys, None, both, present)
-            # an unqualified USING column means the left one; the right one stays reachable by its alias
+            # an unqualified USING column is the merged one, COALESCE(left, right) as in PostgreSQL:
+            # the left one in an inner or left join, a column of its own in a right or full join
+            # (the right side's value on rows without a left match); each side's own stays
+            # reachable by its alias
             using = {ident.name for ident in j.args["using"]}
-            entries = list(lscope.entries) + [
-                AliasOnly(e) if e.name in using else e for e in shifted.entries]
+            left_entries = list(lscope.entries)
+            if kind in ("right", "full"):
+                n = len(node.columns)
+                merged = [exp.func("COALESCE", exp.column(cname(li)), exp.column(cname(ri + len(lnode.columns))))
+                          for li, ri in keys]
+                node = self.with_columns(node, merged)
+                at = {ident.name: n + i for i, ident in enumerate(j.args["using"])}
+                left_entries = []
+                for e in lscope.entries:
+                    if e.name in using and not isinstance(e, AliasOnly):
+                        left_entries += [Entry(None, e.name, at[e.name], e.group), AliasOnly(e)]
+                    else:
+                        left_entries.append(e)
+            entries = left_entries + [AliasOnly(e) if e.name in using else e for e in shifted.entries]
             return node, Scope(entries)
         keys, residual, rest = self.split_condition(conjuncts, lscope, shifted, both, len(lnode.columns))
         keys = expr_keys + keys
