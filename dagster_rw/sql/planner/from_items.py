@@ -19,10 +19,7 @@ class FromItems:
     def natural_as_using(self, left, j: exp.Join, side: str):
         """A NATURAL join as the join USING the columns both sides have by name (PostgreSQL's
         meaning), with the right side planned; (None, right) when they have none in common (a
-        cross join). NATURAL RIGHT / FULL joins are refused: their merged columns take the value
-        of either side, which USING here does not."""
-        if side in ("RIGHT", "FULL"):
-            raise self.refuse(f"NATURAL {side} JOIN", j)
+        cross join)."""
         right = self.plan_item(j.this)
         names = [e.name for e in left[1].entries if not isinstance(e, AliasOnly) and not e.name.startswith("_rw_")]
         theirs = {e.name for e in right[1].entries if not e.name.startswith("_rw_")}
