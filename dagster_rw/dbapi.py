@@ -276,9 +276,9 @@ class Connection:
             cols = ", ".join(quote(c.name) for c in obj.visible_columns)
             views[t.name] = spark_engine.sql(f"SELECT {cols} FROM rw_snap", rw_snap=state)
             schema[t.name] = {c.name: c.type for c in obj.visible_columns}
-        from .engine.spark import spark_ready
+        from .engine.spark import batch_series, spark_ready
 
-        sql = spark_ready(typed_query(query, schema)).sql(dialect="spark")
+        sql = batch_series(spark_ready(typed_query(query, schema))).sql(dialect="spark")
         try:
             return spark_engine.run_query(sql, views)
         except Exception as e:

@@ -59,6 +59,32 @@ def spark_ready(tree: sqlglot.exp.Expression) -> sqlglot.exp.Expression:
     return tree
 
 
+def batch_series(tree: sqlglot.exp.Expression) -> sqlglot.exp.Expression:
+    """A batch SELECT's generate_series(start, stop[, step]) (in a select list or in FROM) as
+    PostgreSQL's: no values when stop lies behind start in the step's direction, where Spark's
+    sequence would count the other way (or fail). The sequence is NULL there, which EXPLODE turns
+    into no rows. Steps whose sign is not a constant are left to Spark. (A view's steps guard their
+    series themselves.)"""
+    if any(True for _ in tree.find_all(sqlglot.exp.GenerateSeries)):
+        tree = tree.transform(_series_empty_when_reversed)
+    return tree
+
+
+def _series_empty_when_reversed(node: sqlglot.exp.Expression) -> sqlglot.exp.Expression:
+    if not isinstance(node, sqlglot.exp.GenerateSeries):
+        return node
+    start, stop, step = node.args.get("start"), node.args.get("end"), node.args.get("step")
+    text = "1" if step is None else step.this.name if isinstance(step, sqlglot.exp.Interval) else step.sql()
+    text = text.strip().lstrip("(").strip()
+    if step is not None and not isinstance(step, (sqlglot.exp.Interval, sqlglot.exp.Literal, sqlglot.exp.Neg)):
+        return node
+    ahead = sqlglot.exp.GTE if text.startswith("-") else sqlglot.exp.LTE
+    guard = ahead(this=start.copy(), expression=stop.copy())
+    bounds = [start.copy(), stop.copy()] + ([step.copy()] if step is not None else [])
+    sequence = sqlglot.exp.Anonymous(this="SEQUENCE", expressions=bounds)
+    return sqlglot.exp.Explode(this=sqlglot.exp.If(this=guard, true=sequence, false=sqlglot.exp.Null()))
+
+
 @functools.lru_cache(maxsize=4096)
 def spark_template(query: str, names: tuple[str, ...]) -> str:
     """`query` in Spark SQL with each reference to a relation of `names` renamed to a marker
