@@ -74,11 +74,11 @@ def _series_empty_when_reversed(node: sqlglot.exp.Expression) -> sqlglot.exp.Exp
     if not isinstance(node, sqlglot.exp.GenerateSeries):
         return node
     start, stop, step = node.args.get("start"), node.args.get("end"), node.args.get("step")
-    text = "1" if step is None else step.this.name if isinstance(step, sqlglot.exp.Interval) else step.sql()
-    text = text.strip().lstrip("(").strip()
     if step is not None and not isinstance(step, (sqlglot.exp.Interval, sqlglot.exp.Literal, sqlglot.exp.Neg)):
         return node
-    ahead = sqlglot.exp.GTE if text.startswith("-") else sqlglot.exp.LTE
+    constant = step.this if isinstance(step, sqlglot.exp.Interval) else step  # its text: '-1 hour', -2
+    backwards = constant is not None and constant.sql().lstrip("'").startswith("-")
+    ahead = sqlglot.exp.GTE if backwards else sqlglot.exp.LTE
     guard = ahead(this=start.copy(), expression=stop.copy())
     bounds = [start.copy(), stop.copy()] + ([step.copy()] if step is not None else [])
     sequence = sqlglot.exp.Anonymous(this="SEQUENCE", expressions=bounds)

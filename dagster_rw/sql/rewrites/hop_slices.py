@@ -62,9 +62,9 @@ def hop_aggregates_over_slices(query: exp.Expression, context=None) -> exp.Expre
                 return query
     if not aggs:
         return query
-    casts = {}
+    casts = {}  # a sum of sums, typed as the sum was: of integers or NUMERIC only
     for i, a in enumerate(aggs):
-        if isinstance(a, exp.Sum):  # a sum of sums, typed as the sum was: of integers or NUMERIC only
+        if isinstance(a, exp.Sum):
             try:
                 kind = context.output_types(exp.select(a.copy()).from_(hop.copy()))[0]
             except ProgrammingError:  # the query as written fails: the planner says why
@@ -97,12 +97,13 @@ def hop_aggregates_over_slices(query: exp.Expression, context=None) -> exp.Expre
     with_ends = exp.select(exp.Star(), exp.alias_(ends, "window_end")).from_(
         exp.Subquery(this=windows, alias=exp.TableAlias(this=exp.to_identifier("_rw_windows"))))
     out = query.copy()
-    out.set("from_", exp.From(this=exp.Subquery(this=with_ends, alias=exp.TableAlias(this=exp.to_identifier(alias)))))
-    out.set("where", None)
     combined = {id(a): _outer(a, f"_rw_a{i}", casts.get(i)) for i, a in enumerate(aggs)}
+    # (the copy is the same tree as the query until its FROM changes: its aggregates in the same order)
     for orig, copied in zip(query.find_all(exp.AggFunc), out.find_all(exp.AggFunc)):
         if id(orig) in combined:
             copied.replace(combined[id(orig)])
+    out.set("from_", exp.From(this=exp.Subquery(this=with_ends, alias=exp.TableAlias(this=exp.to_identifier(alias)))))
+    out.set("where", None)
     return out
 
 
@@ -120,7 +121,7 @@ def _micros(e: exp.Expression, context) -> int | None:
         return None
     try:
         return context.interval_micros(e, "hop")
-    except Exception:  # noqa: BLE001 - the planner refuses it by name when it plans the HOP
+    except ProgrammingError:  # the planner refuses it by name when it plans the HOP
         return None
 
 
