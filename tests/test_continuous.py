@@ -211,3 +211,112 @@ def test_sigkill_during_startup_leaves_the_warehouse_readable(tmp_path):
     loop.wait()
     conn.execute("FLUSH")
     _check(conn, [(1, 1, 1)])
+
+
+def _project(tmp_path):
+    from dagster_rw.dagster import RwProject
+
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "model.sql").write_text(
+        "CREATE TABLE t (id INT PRIMARY KEY, k INT, v INT);\n"
+        "CREATE TABLE other (id INT PRIMARY KEY);\n"
+        + "".join(f"CREATE MATERIALIZED VIEW {name} AS {sql};\n" for name, sql in VIEWS.items())
+        + "CREATE MATERIALIZED VIEW other_count AS SELECT count(*) AS n FROM other;\n")
+    return RwProject(folder)
+
+
+def test_the_continuous_job_logs_each_changed_objects_epoch_as_a_materialization_of_its_run(tmp_path):
+    """The long-lived Dagster run of continuous mode, bounded by max_epochs here: it creates the
+    project's objects, applies what was staged, and logs one materialization per changed object."""
+    from dagster_rw.dagster import RwResource, build_continuous_job, build_rw_assets
+    from dagster_rw.dagster.sensor import WAREHOUSE_TAG
+
+    project, root = _project(tmp_path), str(tmp_path / "wh")
+    assets = build_rw_assets(project)
+    job = build_continuous_job(assets, name="continuous", interval_seconds=0.01)
+    rw = RwResource(warehouse=root, engine="duckdb")
+    instance = dg.DagsterInstance.ephemeral()
+    config = {"ops": {"continuous_loop": {"config": {"max_epochs": 1}}}}
+    rows = [(1, 1, 10), (2, 1, 20), (3, 2, 5)]
+
+    def feed():  # as another process would, once the run has created the tables
+        with dagster_rw.connect(root, engine="duckdb") as feeder:
+            _wait("the run creating the project's objects", lambda: len(feeder.status()) == 5)
+            feeder.execute("INSERT INTO t VALUES " + ", ".join(map(str, rows)))
+
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    result = job.execute_in_process(run_config=config, resources={"rw": rw}, instance=instance)
+    feeder.join()
+    assert result.success and result.output_for_node("continuous_loop") == 3
+    conn = dagster_rw.connect(root, engine="duckdb")
+    events = [e.event_specific_data.materialization for e in result.all_events if e.is_step_materialization]
+    assert sorted(m.asset_key.path[-1] for m in events) == ["by_k", "t", "total"]  # other, other_count: unchanged
+    conn.wh.sync()
+    for m in events:
+        name = m.asset_key.path[-1]
+        assert m.metadata["dagster_rw/epoch"].value == conn.wh.manifest(name).epoch
+        assert m.metadata["dagster_rw/continuous"].value is True
+        assert m.metadata["dagster/row_count"].value == conn.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
+    assert instance.get_run_by_id(result.run_id).tags[WAREHOUSE_TAG] == root
+    _check(conn, rows)
+
+
+def test_while_continuous_mode_runs_the_barrier_sensor_waits_and_a_second_run_is_refused(tmp_path):
+    from dagster_rw.dagster import RwResource, build_barrier_sensor, build_continuous_job, build_rw_assets
+    from dagster_rw.dagster.sensor import WAREHOUSE_TAG
+
+    project, root = _project(tmp_path), str(tmp_path / "wh")
+    assets = build_rw_assets(project)
+    job = build_continuous_job(assets, name="continuous", interval_seconds=0.01)
+    sensor = build_barrier_sensor(assets)
+    rw = RwResource(warehouse=root, engine="duckdb")
+    instance = dg.DagsterInstance.ephemeral()
+    conn = dagster_rw.connect(root, engine="duckdb")
+    _schema(conn)
+    conn.execute("INSERT INTO t VALUES (1, 1, 1)")
+    running = instance.create_run_for_job(job, tags={WAREHOUSE_TAG: root}, status=dg.DagsterRunStatus.STARTED)
+
+    with dg.build_sensor_context(instance=instance, resources={"rw": rw}) as context:
+        skipped = sensor.evaluate_tick(context)
+    assert not skipped.run_requests and running.run_id in skipped.skip_message
+    conn.wh.sync()
+    assert epochs.unsealed_counts(conn.wh.store)  # no barrier was cut
+
+    config = {"ops": {"continuous_loop": {"config": {"max_epochs": 1}}}}
+    refused = job.execute_in_process(run_config=config, resources={"rw": rw}, instance=instance,
+                                     raise_on_error=False)
+    assert not refused.success
+    assert f"already runs over {root} in run {running.run_id}" in str(refused.failure_data_for_node("continuous_loop"))
+
+    instance.report_run_canceled(running)
+    with dg.build_sensor_context(instance=instance, resources={"rw": rw}) as context:
+        requested = sensor.evaluate_tick(context)
+    assert [r.tags["dagster_rw/epoch"] for r in requested.run_requests] == ["2"]  # the sensor's turn again
+
+
+def test_the_continuous_sensor_keeps_one_run_going_but_not_after_a_user_stopped_it(tmp_path):
+    from dagster_rw.dagster import build_continuous_job, build_continuous_sensor, build_rw_assets
+
+    job = build_continuous_job(build_rw_assets(_project(tmp_path)), name="continuous")
+    sensor = build_continuous_sensor(job, retry_after_seconds=3600)
+    instance = dg.DagsterInstance.ephemeral()
+
+    def tick():
+        with dg.build_sensor_context(instance=instance) as context:
+            return sensor.evaluate_tick(context)
+
+    assert len(tick().run_requests) == 1  # none runs: start one
+    run = instance.create_run_for_job(job, status=dg.DagsterRunStatus.STARTED)
+    assert not tick().run_requests
+    instance.report_run_failed(run)
+    waiting = tick()
+    assert not waiting.run_requests and "failed" in waiting.skip_message
+    ended = instance.create_run_for_job(job, status=dg.DagsterRunStatus.STARTED)
+    instance.report_run_canceled(ended)  # terminated by a user: continuous mode stays off
+    stopped = tick()
+    assert not stopped.run_requests and "terminated" in stopped.skip_message
+    instance.report_run_failed(instance.create_run_for_job(job, status=dg.DagsterRunStatus.STARTED))
+    sensor = build_continuous_sensor(job, retry_after_seconds=0)  # launched by hand again, then it failed
+    assert len(tick().run_requests) == 1

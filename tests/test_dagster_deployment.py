@@ -133,6 +133,70 @@ def test_daemon_runs_the_sensor_and_its_runs(dagster_dev):
     assert [r["status"] for r in runs] == ["SUCCESS"]
 
 
+def _run_status(port: int, run_id: str) -> str:
+    query = '{ runOrError(runId: "%s") { ... on Run { status } } }' % run_id
+    return _graphql(port, query)["data"]["runOrError"]["status"]
+
+
+def test_a_continuous_run_applies_inserts_and_terminating_it_hands_back_to_the_sensor(dagster_dev):
+    """The continuous job launched as from the Launchpad: rows inserted from another process reach
+    the views through its loop, its run logs their materializations, the barrier sensor requests no
+    run meanwhile; terminating the run stops the loop and the sensor applies the next rows."""
+    from dagster import DagsterEventType, DagsterInstance, RunsFilter
+    from dagster._core.instance.ref import InstanceRef
+
+    from dagster_rw.dagster.sensor import continuous_runs
+
+    port, warehouse = dagster_dev["port"], dagster_dev["warehouse"]
+    launch = ('mutation { launchRun(executionParams: {selector: {repositoryLocationName: "dagster_rw_reference", '
+              'repositoryName: "__repository__", jobName: "shop_continuous"}}) { __typename '
+              '... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }')
+    launched = _graphql(port, launch)["data"]["launchRun"]
+    assert launched["__typename"] == "LaunchRunSuccess", launched
+    run_id = launched["run"]["runId"]
+    with DagsterInstance.from_ref(InstanceRef.from_dir(dagster_dev["home"])) as instance, \
+            dagster_rw.connect(warehouse) as feeder:
+        _wait(lambda: [r for r in continuous_runs(instance, warehouse) if r.run_id == run_id],
+              "the continuous run did not start its loop", dagster_dev)
+        feeder.execute("INSERT INTO items VALUES (3, 'pad', 1.25)")
+
+        def applied():
+            feeder.wh.sync()
+            return feeder.execute("SELECT name FROM items WHERE id = 3").fetchall() and \
+                feeder.wh.manifest("items").epoch
+
+        epoch = _wait(applied, "the continuous run did not apply the insert", dagster_dev)
+
+        def logged():
+            records = instance.get_records_for_run(run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION).records
+            return {r.event_log_entry.dagster_event.asset_key.path[-1]:
+                    r.event_log_entry.dagster_event.event_specific_data.materialization.metadata["dagster_rw/epoch"].value
+                    for r in records}
+
+        assert _wait(lambda: logged().get("items") == epoch and logged(), "the run logged no materialization",
+                     dagster_dev)
+        assert not instance.get_runs(filters=RunsFilter(tags={"dagster_rw/epoch": str(epoch)}))
+
+        terminate = 'mutation { terminateRun(runId: "%s") { __typename } }' % run_id
+        assert _graphql(port, terminate)["data"]["terminateRun"]["__typename"] == "TerminateRunSuccess"
+        _wait(lambda: _run_status(port, run_id) == "CANCELED", "the continuous run did not stop", dagster_dev)
+        messages = [entry.user_message for entry in instance.all_logs(run_id)]
+        assert any("continuous mode stopped" in m for m in messages)
+
+        feeder.execute("INSERT INTO items VALUES (4, 'cap', 0.75)")  # the barrier sensor's again
+
+        def by_the_sensor():
+            feeder.wh.sync()
+            if not feeder.execute("SELECT name FROM items WHERE id = 4").fetchall():
+                return None
+            runs = instance.get_runs(filters=RunsFilter(
+                tags={"dagster_rw/epoch": str(feeder.wh.manifest("items").epoch)}))
+            return runs if runs and all(r.is_finished for r in runs) else None
+
+        assert [r.status.value for r in _wait(by_the_sensor, "the sensor did not take over", dagster_dev)] \
+            == ["SUCCESS"]
+
+
 def test_instance_of_the_reference_deployment(tmp_path):
     """dagster.yaml, read as `dagster dev` reads it from the folder it runs in (storage elsewhere)."""
     from dagster import DagsterInstance

@@ -1,4 +1,5 @@
-"""The Dagster integration: SQL projects as assets, the barrier sensor, checks, maintenance, a component.
+"""The Dagster integration: SQL projects as assets, the barrier sensor, continuous mode, checks,
+maintenance, a component.
 
     from dagster_rw.dagster import RwProject, RwResource, rw_assets, build_barrier_sensor
 
@@ -10,6 +11,7 @@ from dagster_shared.libraries import DagsterLibraryRegistry
 from .. import __version__
 from .asset_decorator import build_rw_assets, build_rw_specs, rw_assets
 from .component import RwProjectComponent, RwProjectScaffolder
+from .continuous import EpochReporter, build_continuous_job, build_continuous_sensor
 from .deploy import deploy
 from .maintenance import build_maintenance_job, build_maintenance_schedule
 from .project import RwObject, RwProject
@@ -23,8 +25,11 @@ __all__ = [
     "RwProject",
     "RwProjectComponent",
     "RwProjectScaffolder",
+    "EpochReporter",
     "RwResource",
     "build_barrier_sensor",
+    "build_continuous_job",
+    "build_continuous_sensor",
     "build_maintenance_job",
     "build_maintenance_schedule",
     "build_rw_assets",

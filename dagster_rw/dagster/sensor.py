@@ -11,6 +11,9 @@ Sinks run in their own run, so a failing sink never fails the views' run.
 Views with a temporal filter (`WHERE ts > now() - INTERVAL ...`) change as time passes, with no new
 input: every run brings them to its epoch, and while no input brings anything, a tick cuts a barrier
 for them alone once the newest barrier is `time_barrier_seconds` old.
+
+While a run of continuous mode (dagster.continuous) drives the same warehouse, a tick does nothing:
+that run's loop cuts the barriers and applies them.
 """
 from __future__ import annotations
 
@@ -25,6 +28,15 @@ from .project import RwProject
 from .resource import EPOCH_TAG, RwResource, project_for, spec_object
 
 EPOCHS_TAG = "dagster_rw/epochs"  # the epochs the run applies: first-last
+WAREHOUSE_TAG = "dagster_rw/continuous"  # on a run of continuous mode: the warehouse its loop drives
+
+
+def continuous_runs(instance: dg.DagsterInstance, warehouse: str) -> list[dg.DagsterRun]:
+    """The runs of continuous mode (dagster.continuous) driving `warehouse` now, oldest first."""
+    runs = instance.get_run_records(filters=dg.RunsFilter(
+        tags={WAREHOUSE_TAG: warehouse},
+        statuses=[dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]))
+    return [r.dagster_run for r in sorted(runs, key=lambda r: r.storage_id)]
 
 
 def _project_and_keys(assets: list[dg.AssetsDefinition]) -> tuple[RwProject, dict[str, dg.AssetKey], set[str]]:
@@ -121,6 +133,9 @@ def build_barrier_sensor(assets: dg.AssetsDefinition | list[dg.AssetsDefinition]
                description="Cuts a barrier when inputs have new data and requests the run that applies it.")
     def _barrier_sensor(context):
         rw: RwResource = getattr(context.resources, resource_key)
+        running = continuous_runs(context.instance, rw.warehouse)
+        if running:  # its loop cuts the barriers and applies them
+            return dg.SkipReason(f"continuous mode runs over this warehouse (run {running[0].run_id})")
         conn = rw.get_connection()
         try:
             if deploy:
