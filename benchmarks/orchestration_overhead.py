@@ -139,6 +139,7 @@ def main(rounds: int = 5) -> None:
 VIEW_STAGES = ("insert_to_tick_start", "tick_to_run_requested", "requested_to_launch", "launch_to_worker_started",
                "worker_to_step_start", "step_start_to_views_committed", "insert_to_views_committed",
                "insert_to_run_finished")
+CONTINUOUS_STAGES = ("insert_to_views_committed", "insert_to_materializations_recorded")
 
 
 def event_times(instance, run_id: str) -> dict[str, float]:
@@ -165,13 +166,41 @@ def requesting_tick(instance, run_id: str, after: float):
     return None
 
 
-def through_dagster_dev(root: Path, changes: int = 10, seed: int = 7) -> dict[str, list[float]]:
+def launch_continuous(port: int) -> str | None:
+    """Launch the deployment's continuous job through the webserver's GraphQL API, as the Launchpad
+    does; None when it launched, else what stands in the way (the webserver or the code location
+    still starting)."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    mutation = ('mutation { launchRun(executionParams: {selector: {repositoryLocationName: "dagster_rw_reference", '
+                'repositoryName: "__repository__", jobName: "shop_continuous"}}) { __typename '
+                '... on PythonError { message } } }')
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", data=json.dumps({"query": mutation}).encode(),
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            answer = json.loads(response.read())
+    except (urllib.error.URLError, ConnectionError) as e:
+        return str(e)
+    launched = (answer.get("data") or {}).get("launchRun") or {}
+    return None if launched.get("__typename") == "LaunchRunSuccess" else json.dumps(answer)[:500]
+
+
+def through_dagster_dev(root: Path, changes: int = 10, seed: int = 7, continuous: bool = False
+                        ) -> dict[str, list[float]]:
     """INSERT to every view committed through a real `dagster dev` of the reference deployment in
     `root` (its workspace.yaml, definitions and dagster.yaml, its dagster_rw first on the path): the
     daemon ticks the barrier sensor, the run coordinator and launcher start a run worker process,
     the worker's step applies the epoch. Per change, one row into each of the four tables (so every
     view has something to apply), at a random moment (seeded) of the daemon's 5-second sensor loop;
-    the first change is a warm-up. "Committed" is read from the warehouse's log, polled every 20 ms."""
+    the first change is a warm-up. "Committed" is read from the warehouse's log, polled every 20 ms.
+
+    With `continuous`, the deployment's continuous job applies the epochs instead, launched over the
+    webserver's GraphQL API as the Launchpad launches it (the barrier sensor is off): per change,
+    INSERT to every view committed, and to the materialization of every view it changed recorded in
+    the instance by that run."""
     import random
     import shutil
     import socket
@@ -185,7 +214,7 @@ def through_dagster_dev(root: Path, changes: int = 10, seed: int = 7) -> dict[st
     home.mkdir()
     shutil.copy(root / "dagster.yaml", home / "dagster.yaml")
     env = {**os.environ, "DAGSTER_HOME": str(home), "DAGSTER_RW_WAREHOUSE": warehouse,
-           "DAGSTER_RW_SENSOR_RUNNING": "1",
+           **({} if continuous else {"DAGSTER_RW_SENSOR_RUNNING": "1"}),
            "PYTHONPATH": os.pathsep.join([str(root), *filter(None, [os.environ.get("PYTHONPATH")])])}
     env.pop("DAGSTER_RW_SENSOR_INTERVAL", None)  # the deployment's own
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # as deployed: run workers load compiled modules
@@ -199,7 +228,7 @@ def through_dagster_dev(root: Path, changes: int = 10, seed: int = 7) -> dict[st
     server = subprocess.Popen([sys.executable, "-m", "dagster", "dev", "-w", "workspace.yaml",
                                "-h", "127.0.0.1", "-p", str(port)], cwd=root, env=env, stdout=log,
                               stderr=subprocess.STDOUT, start_new_session=True)
-    figures: dict[str, list[float]] = {k: [] for k in VIEW_STAGES}
+    figures: dict[str, list[float]] = {k: [] for k in (CONTINUOUS_STAGES if continuous else VIEW_STAGES)}
     rng = random.Random(seed)
     try:
         with dagster_rw.connect(warehouse) as feeder:
@@ -209,13 +238,28 @@ def through_dagster_dev(root: Path, changes: int = 10, seed: int = 7) -> dict[st
                 wh.sync()
                 return {v: wh.manifest(v).epoch if wh.manifest(v).exists else -1 for v in views}
 
+            def recorded(epoch: int) -> bool:
+                """The materialization of every view the epoch changed is in the instance."""
+                for view in views:
+                    stats = wh.manifest(view).stats
+                    if not (stats.get("rows_inserted") or stats.get("rows_deleted")):
+                        continue  # its rows did not change: nothing is recorded for it
+                    event = instance.get_latest_materialization_event(dg.AssetKey([view]))
+                    if event is None or event.asset_materialization.metadata["dagster_rw/epoch"].value < epoch:
+                        return False
+                return True
+
             deadline = time.time() + 300
-            while min(committed().values()) < 0:  # the sensor's first tick creates the objects
+            while continuous and (why := launch_continuous(port)) is not None:
+                assert server.poll() is None and time.time() < deadline, \
+                    f"{why}\n{(tmp / 'dagster.log').read_text()[-3000:]}"
+                time.sleep(0.5)
+            while min(committed().values()) < 0:  # the first tick (or continuous run) creates the objects
                 assert server.poll() is None and time.time() < deadline, (tmp / "dagster.log").read_text()[-3000:]
                 time.sleep(0.5)
             for r in range(changes + 1):
-                while [x for x in instance.get_runs() if not x.is_finished]:  # the last change's run ends
-                    time.sleep(0.1)
+                while not continuous and [x for x in instance.get_runs() if not x.is_finished]:
+                    time.sleep(0.1)  # the last change's run ends
                 time.sleep(rng.uniform(0, 5))
                 before = max(committed().values())
                 t_insert = time.time()
@@ -230,6 +274,14 @@ def through_dagster_dev(root: Path, changes: int = 10, seed: int = 7) -> dict[st
                         break
                     assert time.time() < t_insert + 120, f"views not committed within 120 s: {now}"
                     time.sleep(0.02)
+                if continuous:
+                    while not recorded(min(now.values())):
+                        assert time.time() < t_insert + 120, "materializations not recorded within 120 s"
+                        time.sleep(0.02)
+                    if r:  # the first change is a warm-up
+                        figures["insert_to_views_committed"].append(t_views - t_insert)
+                        figures["insert_to_materializations_recorded"].append(time.time() - t_insert)
+                    continue
                 epoch = str(max(now.values()))
                 while True:  # the run that committed the views' epoch, finished
                     (run,) = [x for x in instance.get_run_records()
@@ -271,11 +323,12 @@ def through_dagster_dev(root: Path, changes: int = 10, seed: int = 7) -> dict[st
     return figures
 
 
-def report_dagster_dev(roots: list[Path], changes: int) -> None:
+def report_dagster_dev(roots: list[Path], changes: int, continuous: bool = False) -> None:
     for root in roots:
         load = os.getloadavg()
-        figures = through_dagster_dev(root, changes)
-        print(f"through dagster dev in {root} ({changes} changes, load average before "
+        figures = through_dagster_dev(root, changes, continuous=continuous)
+        print(f"through dagster dev in {root}{' (continuous mode)' if continuous else ''} ({changes} changes, "
+              f"load average before "
               f"{load[0]:.1f} / after {os.getloadavg()[0]:.1f}), seconds:")
         for k, v in figures.items():
             print(f"  {k:30s} median {statistics.median(v):6.2f}  p90 {percentile(v, 0.9):6.2f}  "
@@ -286,10 +339,12 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=5, help="rounds in one process (0: skip)")
     parser.add_argument("--changes", type=int, default=10, help="changes through dagster dev (0: skip)")
+    parser.add_argument("--continuous", action="store_true",
+                        help="through dagster dev, apply epochs by the continuous job instead of the barrier sensor")
     parser.add_argument("--root", type=Path, action="append",
                         help="a reference deployment's folder (repeatable; default: this repository)")
     args = parser.parse_args()
     if args.rounds:
         main(args.rounds)
     if args.changes:
-        report_dagster_dev([r.resolve() for r in args.root or [ROOT]], args.changes)
+        report_dagster_dev([r.resolve() for r in args.root or [ROOT]], args.changes, args.continuous)
