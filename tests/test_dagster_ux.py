@@ -306,7 +306,8 @@ def test_dg_lists_scaffolds_checks_and_loads_the_component(tmp_path):
     assert {a["group_name"] for a in assets.values()} == {"shop"}
     assert set(assets["orders"]["kinds"]) == {"sql", "table", "duckdb"}
     assert assets["customer_spend"]["description"].startswith("Spend per customer")
-    assert [s["name"] for s in defs["sensors"]] == ["shop_barrier_sensor"]
+    assert sorted(s["name"] for s in defs["sensors"]) == ["shop_barrier_sensor", "shop_continuous_sensor"]
+    assert {j["name"] for j in defs["jobs"]} >= {"shop_continuous", "shop_maintenance"}
     assert {c["key"] for c in defs["asset_checks"]} >= {"orders:key_unique_not_null",
                                                          "customer_spend:matches_batch_query"}
 
@@ -326,6 +327,11 @@ def test_scaffolder_keeps_an_existing_sql_project_and_registers_the_library(tmp_
         dg.ComponentTree.for_test().load_context)
     assert {k.path[-1] for k in defs.resolve_asset_graph().get_all_asset_keys()} == set(RwProject(SHOP).objects)
     assert defs.resolve_sensor_def("shop_barrier_sensor") is not None
+    assert defs.resolve_sensor_def("shop_continuous_sensor").default_status == dg.DefaultSensorStatus.STOPPED
+    assert defs.resolve_job_def("shop_continuous").name == "shop_continuous"
+    continuous = RwProjectComponent.resolve_from_yaml(yaml.safe_dump({**attributes, "continuous": True})).build_defs(
+        dg.ComponentTree.for_test().load_context)
+    assert continuous.resolve_sensor_def("shop_continuous_sensor").default_status == dg.DefaultSensorStatus.RUNNING
 
 
 # -- failing expectations name their rows --------------------------------------------------------------

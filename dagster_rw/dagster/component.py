@@ -25,6 +25,14 @@ Freshness declared to Dagster (every asset stale when not materialized for that 
       freshness_fail_window_minutes: 60
       freshness_warn_window_minutes: 15
 
+Continuous mode (a long-lived run that applies every epoch within seconds; docs/dagster.md) is the
+job `<name>_continuous`, kept running by the sensor `<name>_continuous_sensor`, which
+`continuous: true` starts with the daemon (`continuous_interval_seconds`, 1 by default):
+
+    attributes:
+      project: sql
+      continuous: true
+
 `dg scaffold defs dagster_rw.dagster.RwProjectComponent shop` writes `defs/shop/defs.yaml` (the
 project named `shop`) and a starter SQL project beside it (`defs/shop/sql/shop.sql`: a table and a
 view over it); the options `--project`, `--warehouse` and `--engine` set the attributes it writes.
@@ -39,6 +47,7 @@ import dagster as dg
 from pydantic import BaseModel, Field
 
 from .asset_decorator import build_rw_assets
+from .continuous import build_continuous_job, build_continuous_sensor
 from .maintenance import build_maintenance_job, build_maintenance_schedule
 from .project import RwProject
 from .resource import RwResource
@@ -95,7 +104,8 @@ class RwProjectScaffolder(dg.Scaffolder[RwProjectScaffoldParams]):
 
 @dg.scaffold_with(RwProjectScaffolder)
 class RwProjectComponent(dg.Component, dg.Resolvable, dg.Model):
-    """A dagster-rw SQL project: its assets, the barrier sensor, maintenance, and the resource."""
+    """A dagster-rw SQL project: its assets, the barrier sensor, continuous mode, maintenance, and the
+    resource."""
 
     project: str
     name: str | None = None  # the project's name (its assets' group, its sensor's and jobs' prefix); else its folder's
@@ -107,6 +117,8 @@ class RwProjectComponent(dg.Component, dg.Resolvable, dg.Model):
     resource_key: str = "rw"
     sensor_interval_seconds: int = 5
     maintenance_cron: str | None = "*/30 * * * *"
+    continuous: bool = False  # start the sensor that keeps the continuous job running with the daemon
+    continuous_interval_seconds: float = 1.0
     freshness_fail_window_minutes: int | None = None  # each asset's FreshnessPolicy.time_window (at least 1)
     freshness_warn_window_minutes: int | None = None
 
@@ -134,11 +146,15 @@ class RwProjectComponent(dg.Component, dg.Resolvable, dg.Model):
                                  resource_key=self.resource_key)
         sensor = build_barrier_sensor(assets, name=f"{project.name}_barrier_sensor", resource_key=self.resource_key,
                                       minimum_interval_seconds=self.sensor_interval_seconds)
-        jobs, schedules = [], []
+        continuous = build_continuous_job(assets, name=f"{project.name}_continuous", resource_key=self.resource_key,
+                                          interval_seconds=self.continuous_interval_seconds)
+        keep_running = build_continuous_sensor(continuous, default_status=dg.DefaultSensorStatus.RUNNING
+                                               if self.continuous else dg.DefaultSensorStatus.STOPPED)
+        jobs, schedules = [continuous], []
         if self.maintenance_cron:
             job = build_maintenance_job(project, name=f"{project.name}_maintenance", resource_key=self.resource_key)
             jobs.append(job)
             schedules.append(build_maintenance_schedule(job, self.maintenance_cron,
                                                         name=f"{project.name}_maintenance_schedule"))
-        return dg.Definitions(assets=assets, sensors=[sensor], jobs=jobs, schedules=schedules,
+        return dg.Definitions(assets=assets, sensors=[sensor, keep_running], jobs=jobs, schedules=schedules,
                               resources={self.resource_key: resource}, executor=dg.in_process_executor)
