@@ -278,7 +278,8 @@ class Connection:
             schema[t.name] = {c.name: c.type for c in obj.visible_columns}
         from .engine.spark import batch_series, spark_ready
 
-        sql = batch_series(spark_ready(typed_query(query, schema))).sql(dialect="spark")
+        sql = batch_series(spark_ready(typed_query(self._lateral_calls_as_select_lists(query), schema))
+                           ).sql(dialect="spark")
         try:
             return spark_engine.run_query(sql, views)
         except Exception as e:
@@ -287,6 +288,18 @@ class Connection:
             raise ProgrammingError(spark_error(e)) from None
         finally:
             self.wh.release_spark()
+
+    def _lateral_calls_as_select_lists(self, query: exp.Expression) -> exp.Expression:
+        """Set-returning functions in FROM beside a relation (`FROM t, unnest(t.a) AS x`) as the
+        same functions in the relation's select list, as views plan them: Spark has no lateral
+        call in FROM (sql.rewrites.lateral_set_returning)."""
+        from .sql.planner import Planner
+        from .sql.rewrites.lateral_set_returning import set_returning_in_from_as_select_list
+
+        cat = self.wh.catalog()
+        planner = Planner(cat.get, query.sql(dialect="postgres"), None, self.engine, cat.indexes_of)
+        return query.transform(lambda node: set_returning_in_from_as_select_list(node, planner)
+                               if isinstance(node, exp.Select) else node)
 
     def duckdb_sql(self, query: exp.Expression, rels: dict) -> str:
         """The query in DuckDB's dialect with PostgreSQL's semantics (integer division)."""
