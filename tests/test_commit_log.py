@@ -319,10 +319,10 @@ def test_an_entry_writes_the_change_to_garbage_not_the_whole_list(tmp_path):
         conn.execute("FLUSH")
     state = log_mod.log_of(conn.wh.store).current()
     assert state.position < log_mod.CHECKPOINT_INTERVAL
-    waiting = state.manifests["by_k"]["garbage"]
+    waiting = state.manifests["t"]["garbage"]  # (change files its views have read)
     assert len(waiting) > 4  # garbage of several commits, still inside the grace period
     newest = json.loads(LocalStore(root).read_bytes(log_mod.entry_key(state.position)))
-    doc = newest["commits"]["by_k"]
+    doc = newest["commits"]["t"]
     assert "garbage" not in doc
     assert 0 < len(doc["garbage_change"]["add"]) < len(waiting)
     assert not doc["garbage_change"]["drop"]  # none has waited 30 s

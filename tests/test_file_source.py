@@ -211,6 +211,130 @@ def test_a_pruned_read_does_not_commit_past_a_catalog_change(tmp_path, conn):
     manifests.publish(conn.wh.store, [same], "test")
 
 
+# -- a view nothing reads keeps no change log ------------------------------------------------------
+
+PASS_THROUGH = "SELECT id, v FROM s"
+
+
+def _change_files(conn, name: str) -> list[str]:
+    """The change files a view's manifest lists, live or waiting out the grace period as garbage."""
+    m = conn.wh.manifest(name)
+    return [f.key for f in m.changelog] + [g["key"] for g in m.garbage if "/changes/" in g["key"]]
+
+
+def test_a_view_nothing_reads_writes_no_change_file_and_a_later_consumer_reads_everything(tmp_path, warehouse):
+    """A pass-through view over an append-only source writes its rows once per epoch (its state
+    file), no change file while nothing reads it; a view created over it later back-fills from its
+    rows and then follows its change files."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    oracle = duckdb.connect()
+    src = duck_json(folder, ID_V)
+    with dagster_rw.connect(warehouse, source_split_bytes=64) as conn:
+        conn.execute(f"CREATE SOURCE s (id INT, v INT) {posix(folder)} FORMAT PLAIN ENCODE JSON")
+        conn.execute(f"CREATE MATERIALIZED VIEW p AS {PASS_THROUGH}")
+        for r in range(2):
+            write_whole(str(folder / f"a{r}.json"), json_lines([{"id": r * 100 + i, "v": i} for i in range(40)]))
+            conn.flush()
+            m = conn.wh.manifest("p")
+            assert _change_files(conn, "p") == [] and len(m.state["output"]) == r + 1
+        assert_same(conn.execute("SELECT * FROM p").fetchall(), oracle.sql(f"SELECT * FROM {src}").fetchall(), "p")
+    with dagster_rw.connect(warehouse, source_split_bytes=64) as conn:  # a new process
+        conn.execute("CREATE MATERIALIZED VIEW q AS SELECT id, v * 2 AS v2 FROM p WHERE v % 3 = 0")
+        write_whole(str(folder / "b.json"), json_lines([{"id": 500 + i, "v": i} for i in range(30)]))
+        conn.flush()
+        assert conn.wh.manifest("p").changelog or _change_files(conn, "p")  # read by q now
+        assert_same(conn.execute("SELECT * FROM p").fetchall(), oracle.sql(f"SELECT * FROM {src}").fetchall(), "p")
+        assert_same(conn.execute("SELECT * FROM q").fetchall(),
+                    oracle.sql(f"SELECT id, v * 2 FROM {src} WHERE v % 3 = 0").fetchall(), "q")
+
+
+def test_a_consumer_created_while_a_step_left_out_its_change_file_makes_the_commit_retry(tmp_path, warehouse,
+                                                                                          monkeypatch):
+    """A step that wrote no change file because nothing read its view, committing after another
+    process created a view over it, conflicts; FLUSH redoes the round, and the new view misses
+    nothing."""
+    from dagster_rw.runtime import step
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    oracle = duckdb.connect()
+    src = duck_json(folder, ID_V)
+    conn = dagster_rw.connect(warehouse)
+    other = dagster_rw.connect(warehouse)
+    conn.execute(f"CREATE SOURCE s (id INT, v INT) {posix(folder)} FORMAT PLAIN ENCODE JSON")
+    conn.execute(f"CREATE MATERIALIZED VIEW p AS {PASS_THROUGH}")
+    write_whole(str(folder / "a.json"), json_lines([{"id": i, "v": i} for i in range(20)]))
+    conn.flush()
+    real = step._log_is_read
+    created = []
+
+    def read_by(wh, obj, target):
+        answer = real(wh, obj, target)
+        if obj.name == "p" and not answer and not created:  # another process, between the step and its commit
+            other.execute("CREATE MATERIALIZED VIEW q AS SELECT id, v FROM p")
+            created.append(target)
+        return answer
+
+    monkeypatch.setattr(step, "_log_is_read", read_by)
+    write_whole(str(folder / "b.json"), json_lines([{"id": 100 + i, "v": i} for i in range(25)]))
+    conn.flush()
+    assert created  # the race happened
+    for c in (conn, other):
+        c.flush()
+        assert_same(c.execute("SELECT * FROM p").fetchall(), oracle.sql(f"SELECT * FROM {src}").fetchall(), "p")
+        assert_same(c.execute("SELECT * FROM q").fetchall(), oracle.sql(f"SELECT * FROM {src}").fetchall(), "q")
+    conn.close()
+    other.close()
+
+
+_KILLED_VIEW_COMMIT = textwrap.dedent("""
+    import os, signal, sys
+    sys.path.insert(0, {root!r})
+    import dagster_rw
+    from dagster_rw.runtime import step
+
+    real_finish = step._finish_commit
+
+    def finish_then_die(wh, obj, m, *args, **kw):
+        if obj.name == "p":
+            print("committing", obj.name, flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)  # its files written, the round's commit not
+        return real_finish(wh, obj, m, *args, **kw)
+
+    step._finish_commit = finish_then_die
+    conn = dagster_rw.connect({warehouse!r})
+    conn.flush()
+""")
+
+
+def test_a_view_without_change_files_killed_before_its_commit_continues_from_the_last_epoch(tmp_path, warehouse):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    src = duck_json(folder, ID_V)
+    with dagster_rw.connect(warehouse) as c:
+        c.execute(f"CREATE SOURCE s (id INT, v INT) {posix(folder)} FORMAT PLAIN ENCODE JSON")
+        c.execute(f"CREATE MATERIALIZED VIEW p AS {PASS_THROUGH}")
+        write_whole(str(folder / "a.json"), json_lines([{"id": i, "v": i} for i in range(30)]))
+        c.flush()
+    write_whole(str(folder / "b.json"), json_lines([{"id": 100 + i, "v": i} for i in range(30)]))
+    script = tmp_path / "killed.py"
+    root = os.path.dirname(os.path.dirname(os.path.abspath(dagster_rw.__file__)))
+    script.write_text(_KILLED_VIEW_COMMIT.format(root=root, warehouse=warehouse))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL and "committing p" in proc.stdout, proc.stderr
+    oracle = duckdb.connect()
+    with dagster_rw.connect(warehouse) as c:
+        c.flush()
+        assert_same(c.execute("SELECT * FROM p").fetchall(), oracle.sql(f"SELECT * FROM {src}").fetchall(), "p")
+        c.execute("CREATE MATERIALIZED VIEW q AS SELECT id, v FROM p")
+        write_whole(str(folder / "c.json"), json_lines([{"id": 200 + i, "v": i} for i in range(30)]))
+        c.flush()
+        for name in ("p", "q"):
+            assert_same(c.execute(f"SELECT * FROM {name}").fetchall(),
+                        oracle.sql(f"SELECT * FROM {src}").fetchall(), f"{name} after the restart")
+
+
 def test_a_file_removed_after_its_barrier_is_an_error_not_a_stall(tmp_path, conn):
     write_whole(str(tmp_path / "a.json"), json_lines([{"id": i} for i in range(5)]))
     write_whole(str(tmp_path / "b.json"), json_lines([{"id": 100}]))

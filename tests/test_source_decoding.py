@@ -139,6 +139,13 @@ def test_json_null_records_read_as_rows_of_nulls_wherever_a_parse_block_starts()
     lone = RecordDecoder(COLUMNS, "json")
     assert [lone.decode(v).rows.num_rows for v in ([b"null"], [b"{broken", b"null"])] == [1, 1]
     assert lone.decode_array(pa.array([b" null"], pa.binary())).rows.num_rows == 1
+    for first in (b"null", b' {"a": 0}', b'{"a": 0}'):  # a file's text, with and without null documents
+        text = first + b'\n{"a": 1}\n{"a": 2, "s": null}\n\tnull \n\n{"a": 3}\nnull'
+        lines, _ = lone.decode_lines(text)
+        assert lines.errors == [] and lines.rows.column("a").to_pylist() == [
+            None if first == b"null" else 0, 1, 2, None, 3, None]
+        clean = first + b'\n{"a": 1}\n{"a": 2, "s": null}\n'
+        assert lone.decode_lines(clean)[0].rows.equals(lone.decode(clean.splitlines()).rows)
 
 
 @settings(max_examples=40, deadline=None)

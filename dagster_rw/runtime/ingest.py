@@ -298,7 +298,7 @@ def refresh_connector(wh: StepWarehouse, obj: CatalogObject) -> int:
     spec = file_ingest.spec_of(obj) if file_ingest.is_file_source(obj) else spec_of(obj)
     positions.update(advance_watermark(spec.watermark_column, spec.watermark_delay_us, m.positions, rows, target))
     nxt = dataclasses.replace(m, positions=positions)
-    return step._commit_output(wh, obj, nxt, ctx, delta, committed, target, t0)
+    return step._commit_output(wh, obj, nxt, ctx, delta, committed, target, t0, defer=wh.pipelining)
 
 
 def source_snapshot(wh: StepWarehouse, obj: CatalogObject, m: Manifest) -> pa.Table:

@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import threading
 import time
+import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 
@@ -34,7 +35,7 @@ from ..operators.base import (
 from ..sql.plan import Join, Map, Node, Scan
 from ..storage import sst_cache
 from ..storage.catalog import SOURCE, TABLE, CatalogObject
-from ..storage.manifest import Manifest, SstFile
+from ..storage.manifest import PLANNED_UNDER, Manifest, SstFile
 from ..storage.parquet_io import EPOCH
 from ..storage.state_table import StateTable, in_key_order, prepare_sst
 from . import conflicts, dataflow, epochs
@@ -681,11 +682,19 @@ def _commit_output(wh: StepWarehouse, obj: CatalogObject, m: Manifest, ctx: Step
     if obj.kind != SOURCE:  # a source keeps only its change log
         out.stage(writes if writes is not None else state_writes(engine, delta, cols, key, not out.files))
     tables = {OUTPUT: out, **ctx.tables}
-    changed = bool(counts["ins"] or counts["del"])
+    logged = bool(counts["ins"] or counts["del"])  # whether the step writes a change file
+    if logged and not _log_is_read(wh, obj, target):
+        # nothing will read this step's change file: write none, and let the commit conflict when a
+        # consumer may have been created meanwhile (the retry plans under the new catalog)
+        logged = False
+        m = dataclasses.replace(m, positions={**m.positions, PLANNED_UNDER: {
+            "catalog": wh.catalog().version, "step": uuid.uuid4().hex[:12]}})
+    elif obj.kind != SOURCE and PLANNED_UNDER in m.positions:
+        m = dataclasses.replace(m, positions={k: v for k, v in m.positions.items() if k != PLANNED_UNDER})
     if defer and engine is wh.engine:
         early = ctx.written  # being written already, by write_now
         prepared = {name: table.prepare(start, target) for name, table in tables.items() if name not in early}
-        if changed:
+        if logged:
             prepared[None] = _prepare_changelog(wh, engine, obj, delta, start, target, order)
         pool = _writers()
         futures = {k: pool.submit(_finish, wh, p) for k, p in prepared.items() if p is not None}
@@ -698,7 +707,7 @@ def _commit_output(wh: StepWarehouse, obj: CatalogObject, m: Manifest, ctx: Step
             object=obj.name, version=m.version, epoch=target,
             state={**m.state, **{n: list(t.files) + ([prepared[n].provisional()] if prepared[n] else [])
                                  for n, t in tables.items()}},
-            changelog=list(m.changelog) + ([prepared[None].provisional()] if changed else []),
+            changelog=list(m.changelog) + ([prepared[None].provisional()] if logged else []),
             garbage=m.garbage, positions=m.positions, deferred=ctx.deferred)
 
         def finish() -> int:
@@ -712,7 +721,7 @@ def _commit_output(wh: StepWarehouse, obj: CatalogObject, m: Manifest, ctx: Step
     # sort, Arrow's take and Parquet's writer release the GIL); Spark writes them one by one
     early = ctx.written
     jobs = {name: (table.flush, start, target) for name, table in tables.items() if name not in early}
-    if changed:
+    if logged:
         jobs[None] = (_write_changelog, wh, engine, obj, delta, start, target, order)
     written = _run_all(jobs, parallel=engine is wh.engine)
     if engine is wh.engine:  # the next step's lookups find the new files indexed
@@ -762,6 +771,13 @@ def _finish_commit(wh: StepWarehouse, obj: CatalogObject, m: Manifest, rows_in: 
         wh.settle(obj.inputs)  # never commit past an input whose own commit is still in flight or failed
     wh.commit_manifest(nxt, dropped)
     return target
+
+
+def _log_is_read(wh: StepWarehouse, obj: CatalogObject, target: int) -> bool:
+    """Whether a change file of a step to `target` would be read: by a consumer that has committed
+    an epoch before `target` (one still to back-fill reads a snapshot, and a change file every
+    consumer has passed is let go at its own commit). A source keeps only its change log."""
+    return obj.kind == SOURCE or wh.consumer_watermark(obj.name, target) < target
 
 
 def _changes_between(m: Manifest, start: int, target: int) -> bool:
@@ -920,6 +936,10 @@ def _check_unique_key(engine, obj: CatalogObject, delta, key: list[str]) -> None
     """A consolidated step delta holds at most one insert and one delete per stream key."""
     if not key:
         return
+    if isinstance(delta, pa.Table) and delta.num_rows > 1:  # keys ascending: distinct without a sort
+        ordered = sst_cache.order_codes(delta, key)
+        if ordered is not None and (ordered[1:] > ordered[:-1]).all() and np.abs(delta.column(W).to_numpy()).max() <= 1:
+            return
     codes = sst_cache.local_hash(delta, key) if isinstance(delta, pa.Table) else None
     if codes is not None:  # distinct hashes are distinct keys (equal ones: the exact check below)
         w = delta.column(W).to_numpy()

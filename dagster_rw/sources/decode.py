@@ -372,8 +372,11 @@ class RecordDecoder:
         starts, ends = starts[keep], ends[keep]
         if not len(starts):
             return Decoded(self.target.empty_table(), []), starts
+        text = data if data.endswith(b"\n") else data + b"\n"
+        if self.encode == "json" and not np.isin(buf[starts], _NULL_FIRST_BYTES).any():
+            text = pa.py_buffer(text)  # no line can be a `null` document (see _without_null_documents)
         try:
-            wire = self._parse_block(data if data.endswith(b"\n") else data + b"\n")
+            wire = self._parse_block(text)
         except _PARSE_ERRORS:
             wire = None
         if wire is not None and wire.num_rows == len(starts):
@@ -496,6 +499,7 @@ def _json_field(value: bytes, name: str) -> str:
 
 
 _NULL_DOCUMENT = re.compile(rb"(?:^|\n)[ \t\r\x0b\x0c]*null[ \t\r\x0b\x0c]*(?=\n|$)")
+_NULL_FIRST_BYTES = np.frombuffer(b" \t\r\x0b\x0cn", np.uint8)  # how a line that is a null document starts
 
 
 def _without_null_documents(text: bytes) -> bytes:
