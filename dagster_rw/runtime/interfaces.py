@@ -20,7 +20,7 @@ class StepWarehouse(Protocol):
     store: ObjectStore
     engine: DuckEngine  # the in-process engine
     options: Any  # runtime.options.Options
-    pipelining: bool  # inside a FLUSH: tables commit in the background
+    pipelining: bool  # inside a FLUSH: steps commit in the background
     pack: Any  # inside a FLUSH's round on a store that packs files: its storage.pack.Pack
     compactor: Any  # runtime.compaction.Compactor
 

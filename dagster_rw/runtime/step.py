@@ -658,7 +658,7 @@ def _merged_order(n: int, first: np.ndarray, second: np.ndarray) -> np.ndarray:
 
 def _commit_output(wh: StepWarehouse, obj: CatalogObject, m: Manifest, ctx: StepContext, delta, start: int, target: int,
                    t0: float, defer: bool = False, writes=None, order=None) -> int:
-    """Write the step's files and commit its manifest. With `defer` (a table's step inside a
+    """Write the step's files and commit its manifest. With `defer` (a step inside a
     FLUSH, in-process) the files are only sorted and named here, for this process's downstream
     steps to read from the cache, while a background thread writes them and commits; a view
     commits only after its inputs' deferred commits succeeded (Warehouse.settle). `writes`: the output
@@ -689,7 +689,7 @@ def _commit_output(wh: StepWarehouse, obj: CatalogObject, m: Manifest, ctx: Step
         logged = False
         m = dataclasses.replace(m, positions={**m.positions, PLANNED_UNDER: {
             "catalog": wh.catalog().version, "step": uuid.uuid4().hex[:12]}})
-    elif obj.kind != SOURCE and PLANNED_UNDER in m.positions:
+    elif PLANNED_UNDER in m.positions and not (obj.options or {}).get("connector"):  # (a connector's: its own)
         m = dataclasses.replace(m, positions={k: v for k, v in m.positions.items() if k != PLANNED_UNDER})
     if defer and engine is wh.engine:
         early = ctx.written  # being written already, by write_now

@@ -1,6 +1,6 @@
 """Objects' manifests as a process sees them: the committed version of each (read once and kept),
 the versions a FLUSH's round collects into its one commit, and commits still running in the
-background (a table's step inside a FLUSH), which readers either wait for or read provisionally.
+background (a step inside a FLUSH), which readers either wait for or read provisionally.
 
 Part of runtime.warehouse.Warehouse (a mixin): its state is the warehouse's `_manifests`,
 `_deferred`, `_committer`, `_batch`, `_batch_expired` and `_batch_lock`.

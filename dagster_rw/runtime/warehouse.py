@@ -53,7 +53,7 @@ class Warehouse(CatalogAccess, Versions, Staging, Scheduling, Definitions):
         self._plans: dict[tuple, object] = {}  # CatalogAccess.plan_key -> the plan
         self._manifests: dict[str, Manifest] = {}
         self.sink_targets: dict[str, tuple] = {}  # sink -> (created epoch, open connector)
-        self.pipelining = False  # inside a FLUSH: tables commit in the background (defer_commit)
+        self.pipelining = False  # inside a FLUSH: steps commit in the background (defer_commit)
         self._deferred: dict[str, tuple[Manifest, Future]] = {}
         # inside a FLUSH's round: the manifest versions its steps made, committed together at its
         # end (object -> (the version it started from, its newest version)), and the garbage

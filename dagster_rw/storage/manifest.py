@@ -133,7 +133,8 @@ def successor(manifest: Manifest, dropped: list[str], grace_seconds: float) -> t
 
 
 # a step whose output depends on the catalog it read (a source decoding only the columns its views
-# read) records {"catalog": version, "step": id} in its positions; its commit conflicts when the
+# read, a step that wrote no change file because nothing read its object) records {"catalog": version,
+# "step": id} in its positions; its commit conflicts when the
 # catalog has moved on since (the retry reads it anew). A later commit carrying the same record
 # (compaction) is not such a step.
 PLANNED_UNDER = "planned_under_catalog"
