@@ -296,6 +296,8 @@ class Connection:
         from .sql.planner import Planner
         from .sql.rewrites.lateral_set_returning import set_returning_in_from_as_select_list
 
+        if next(query.find_all(exp.Join), None) is None:
+            return query  # no FROM item beside another
         cat = self.wh.catalog()
         planner = Planner(cat.get, query.sql(dialect="postgres"), None, self.engine, cat.indexes_of)
         return query.transform(lambda node: set_returning_in_from_as_select_list(node, planner)

@@ -96,6 +96,7 @@ def build_continuous_job(assets: dg.AssetsDefinition | list[dg.AssetsDefinition]
     objects are created first, as the barrier sensor does."""
     assets = [assets] if isinstance(assets, dg.AssetsDefinition) else list(assets)
     project, _, _ = _project_and_keys(assets)
+
     @dg.op(name=f"{name}_loop", required_resource_keys={resource_key},
            description="Continuous mode: cuts a barrier every interval while inputs have something new.")
     def loop(context: dg.OpExecutionContext, config: ContinuousConfig):
@@ -130,27 +131,26 @@ def build_continuous_job(assets: dg.AssetsDefinition | list[dg.AssetsDefinition]
             finally:
                 events.put(None)
 
-        def log(event) -> None:
-            if isinstance(event, dg.AssetMaterialization):
-                context.log_event(event)
-            elif isinstance(event, Exception):
-                context.log.error(f"a tick failed ({event}); trying again at the next tick")
-            else:
-                context.log.info(event)
+        def log_until_the_loop_ends() -> None:
+            while (event := events.get()) is not None:
+                if isinstance(event, dg.AssetMaterialization):
+                    context.log_event(event)
+                elif isinstance(event, Exception):
+                    context.log.error(f"a tick failed ({event}); trying again at the next tick")
+                else:
+                    context.log.info(event)
 
         worker = threading.Thread(target=body, name="dagster-rw-continuous", daemon=True)
         context.log.info(f"continuous mode over {rw.warehouse}: a barrier every "
                          f"{interval:g} s while inputs have something new")
         worker.start()
         try:
-            while (event := events.get()) is not None:
-                log(event)
+            log_until_the_loop_ends()
         except dg.DagsterExecutionInterruptedError:
             # terminated: the tick in progress commits, its epoch is still reported, then the run ends
             stop.set()
             worker.join()
-            while (event := events.get()) is not None:
-                log(event)
+            log_until_the_loop_ends()
             context.log.info("continuous mode stopped")
             raise
         worker.join()

@@ -186,7 +186,7 @@ def _state_writes_by_key_order(delta: pa.Table, cols: list[str], pk: list[str]) 
     codes = sst_cache.order_codes(delta, pk) if delta.num_rows > 1 else None
     if codes is None:
         return None
-    if (codes[1:] > codes[:-1]).all():  # one row per key, in key order already: every row is a write
+    if sst_cache.ascending(codes):  # one row per key, in key order already: every row is a write
         ins = delta.column(W).to_numpy() > 0
         return in_key_order(delta.select(cols).append_column(DELETED, pa.array(~ins)), pk)
     order, ordered = sst_cache.sorted_order(codes)

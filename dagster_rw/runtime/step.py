@@ -938,7 +938,7 @@ def _check_unique_key(engine, obj: CatalogObject, delta, key: list[str]) -> None
         return
     if isinstance(delta, pa.Table) and delta.num_rows > 1:  # keys ascending: distinct without a sort
         ordered = sst_cache.order_codes(delta, key)
-        if ordered is not None and (ordered[1:] > ordered[:-1]).all() and np.abs(delta.column(W).to_numpy()).max() <= 1:
+        if ordered is not None and sst_cache.ascending(ordered) and np.abs(delta.column(W).to_numpy()).max() <= 1:
             return
     codes = sst_cache.local_hash(delta, key) if isinstance(delta, pa.Table) else None
     if codes is not None:  # distinct hashes are distinct keys (equal ones: the exact check below)

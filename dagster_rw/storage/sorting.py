@@ -154,6 +154,11 @@ def _range_codes(columns: list) -> np.ndarray | None:
     return high.view(np.uint64)
 
 
+def ascending(codes: np.ndarray) -> bool:
+    """Whether order codes are distinct and in ascending order (rows sorted by key, one per key)."""
+    return bool((codes[1:] > codes[:-1]).all())
+
+
 def order_codes(table: pa.Table, keys: list[str]) -> np.ndarray | None:
     """Integer codes ordering these rows by `keys` (one integer-like column, or two packed by
     their types or, failing that, by their ranges in this table; no NULLs), or None."""
@@ -174,7 +179,7 @@ def sort_indices(table: pa.Table, keys: list[str], last: str | None = None):
     if table.num_rows > 1 and keys:
         codes = order_codes(table, keys)
         if codes is not None:
-            if (codes[1:] > codes[:-1]).all():
+            if ascending(codes):
                 return None
             order, ordered = sorted_order(codes)
             tie = np.flatnonzero(ordered[1:] == ordered[:-1])

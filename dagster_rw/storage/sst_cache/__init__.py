@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from .. import mapped_columns
 from ..key_codes import decode_codes, is_small_int, key_codes, key_hash, local_hash
-from ..sorting import hash_order, order_codes, sort_indices, sort_values, sorted_for_file, sorted_order
+from ..sorting import ascending, hash_order, order_codes, sort_indices, sort_values, sorted_for_file, sorted_order
 from . import file_index, files, search, table_index  # noqa: F401 - their state: tests, after_fork
 from .file_index import build_indexes, has_tombstones
 from .files import (
@@ -30,7 +30,7 @@ from .search import encode_keys, positions, rows_from, rows_in_range, rows_match
 from .table_index import newest_holders, note_merge, union_admits
 
 __all__ = [
-    "build_indexes", "cached", "clear", "conform", "decode_codes", "discard", "encode_keys", "has_tombstones",
+    "ascending", "build_indexes", "cached", "clear", "conform", "decode_codes", "discard", "encode_keys", "has_tombstones",
     "hash_order", "is_mapped", "is_small_int", "key_codes", "key_hash", "local_hash", "newest_holders",
     "note_merge", "order_codes", "positions", "put", "read", "read_parquet", "replace", "restore_types",
     "rows_from", "rows_in_range", "rows_matching", "set_limit", "sort_indices", "sort_values", "sorted_for_file",

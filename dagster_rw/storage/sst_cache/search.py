@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..key_codes import _encode, _int_like, _searchable, is_small_int
-from ..sorting import sort_values
+from ..sorting import ascending, sort_values
 from ..tuning import TUNING
 from .files import _File, _file
 from .file_index import _dense, _filter, _index, _slot, _sparse
@@ -34,7 +34,7 @@ def encode_keys(keys: pa.Table, cols: list[str], schema: pa.Schema) -> tuple[np.
         columns = [c.filter(keep) for c in columns]
     if len(columns) == 1 and _int_like(columns[0].type):
         codes = columns[0].to_numpy(zero_copy_only=False)
-        if len(codes) > 1 and not (codes[1:] > codes[:-1]).all():  # not already sorted and distinct
+        if len(codes) > 1 and not ascending(codes):  # not already sorted and distinct
             codes = sort_values(codes)
             codes = codes[np.concatenate(([True], codes[1:] != codes[:-1]))]
         return codes, want_null
